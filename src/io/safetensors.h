@@ -49,10 +49,13 @@ class SafetensorsFile {
 };
 
 // All tensors of a checkpoint directory or file: `model.safetensors`, or the shards listed in
-// `model.safetensors.index.json` (weight_map), or a single given .safetensors path.
+// `model.safetensors.index.json` (weight_map), or a single given .safetensors path, or a given
+// index .json path. In a directory the single file wins over the index (as in transformers), which
+// is also what makes write_safetensors_dir's replace order safe. `basename` replaces "model" for
+// directories written with another stem (drafters).
 class TensorStore {
  public:
-  static TensorStore open(const std::string& dir_or_file);
+  static TensorStore open(const std::string& dir_or_file, const std::string& basename = "model");
   bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
   // Throws "missing tensor NAME in DIR" when absent.
   const TensorView& get(const std::string& name) const;

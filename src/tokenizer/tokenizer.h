@@ -39,16 +39,22 @@ class Tokenizer {
 
 // Turns a stream of token ids into text that never splits a UTF-8 character: push() returns the
 // bytes that became complete, holding back an incomplete trailing sequence until the next token.
+// Each push decodes only a short window of recent ids (see streaming_decoder.cpp), so a long
+// generation costs O(tokens), not O(tokens^2). Concatenating every push() and the final flush()
+// gives tokenizer.decode(all ids) with ill-formed bytes replaced by U+FFFD.
 class StreamingDecoder {
  public:
-  explicit StreamingDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  explicit StreamingDecoder(const Tokenizer& tokenizer, bool skip_special = false)
+      : tokenizer_(tokenizer), skip_special_(skip_special) {}
   std::string push(TokenId id);
-  std::string flush();  // whatever is held back (invalid bytes come out as U+FFFD)
+  // Whatever is held back (invalid bytes come out as U+FFFD); the decoder then starts afresh.
+  std::string flush();
 
  private:
   const Tokenizer& tokenizer_;
-  std::vector<TokenId> ids_;
-  size_t emitted_bytes_ = 0;
+  bool skip_special_;
+  std::vector<TokenId> ids_;  // window: already-emitted context, then not-yet-complete tokens
+  size_t emitted_bytes_ = 0;  // bytes of tokenizer_.decode(ids_) already returned
 };
 
 }  // namespace dspark

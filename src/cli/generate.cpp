@@ -1,0 +1,89 @@
+// dspark generate: complete a prompt with the target model, streaming text to stdout.
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/model_args.h"
+#include "generation/autoregressive.h"
+#include "util/error.h"
+
+namespace dspark::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model_dir;
+  std::string prompt;
+  std::string prompt_file;
+  int64_t max_new = 128;
+  SamplingParams sampling;
+  bool json = false;
+  RuntimeArgs runtime;
+};
+
+int run_generate(const GenerateArgs& args) {
+  validate(args.sampling);
+  if (args.max_new < 0) fail("-n must be >= 0 (got {})", args.max_new);
+  LoadedModel loaded = load_model_dir(args.model_dir, args.runtime);
+  const std::string text = read_prompt(args.prompt, args.prompt_file);
+  std::vector<TokenId> ids = loaded.tokenizer->encode(text, /*add_special=*/true);
+  if (ids.empty()) {
+    if (auto bos = loaded.tokenizer->bos_id()) ids.push_back(*bos);
+    else fail("the prompt is empty (give -p TEXT or -f FILE)");
+  }
+  std::vector<int64_t> prompt(ids.begin(), ids.end());
+
+  StreamingDecoder stream(*loaded.tokenizer);
+  auto on_token = [&](int64_t token) {
+    if (args.json) return;
+    if (std::find(loaded.eos_ids.begin(), loaded.eos_ids.end(), token) != loaded.eos_ids.end()) return;
+    std::cout << stream.push(TokenId(token)) << std::flush;
+  };
+  GenerationResult result = generate_autoregressive(*loaded.model, prompt, args.max_new, args.sampling,
+                                                    loaded.eos_ids, on_token);
+  std::vector<TokenId> shown;
+  for (int64_t t : result.tokens)
+    if (std::find(loaded.eos_ids.begin(), loaded.eos_ids.end(), t) == loaded.eos_ids.end()) shown.push_back(TokenId(t));
+  const double seconds = result.prefill_seconds + result.decode_seconds;
+  const int64_t n = int64_t(result.tokens.size());
+  // Decode speed excludes the first token, whose cost is the prefill.
+  const double tps = n > 1 && result.decode_seconds > 0 ? double(n - 1) / result.decode_seconds : 0.0;
+  if (args.json) {
+    nlohmann::json out = {
+        {"text", loaded.tokenizer->decode(shown, /*skip_special=*/false)},
+        {"tokens", result.tokens},
+        {"n_prompt", result.n_prompt},
+        {"n_generated", n},
+        {"hit_eos", result.hit_eos},
+        {"seconds", seconds},
+        {"prefill_seconds", result.prefill_seconds},
+        {"tokens_per_second", tps},
+    };
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    std::cout << stream.flush() << "\n";
+    std::cerr << fmt::format("[{} prompt tokens, {} generated, {:.2f} s, {:.1f} tokens/s]\n",
+                             result.n_prompt, n, seconds, tps);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_generate(CLI::App& root) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* app = root.add_subcommand("generate", "complete a prompt with the target model");
+  app->add_option("-m,--model", args->model_dir, "model directory (HF layout)")->required();
+  app->add_option("-p,--prompt", args->prompt, "prompt text");
+  app->add_option("-f,--file", args->prompt_file, "read the prompt from a file");
+  app->add_option("-n,--n-predict", args->max_new, "maximum number of tokens to generate");
+  app->add_option("--temp", args->sampling.temperature, "temperature (0 = greedy)");
+  app->add_option("--top-k", args->sampling.top_k, "top-k (0 = off)");
+  app->add_option("--top-p", args->sampling.top_p, "top-p (1 = off)");
+  app->add_option("--seed", args->sampling.seed, "random seed");
+  app->add_flag("--json", args->json, "print one JSON object instead of streaming text");
+  args->runtime.add_to(app);
+  return {app, [args] { return run_generate(*args); }};
+}
+
+}  // namespace dspark::cli

@@ -1,0 +1,85 @@
+// dspark init-random: a random-weight checkpoint in HF layout for any supported config.json.
+// Used by tests and speed benchmarks (e.g. with Qwen3-0.6B's public config).
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <iostream>
+
+#include "cli/command.h"
+#include "io/atomic_file.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "tokenizer/tokenizer_json_writer.h"
+#include "util/error.h"
+
+namespace dspark::cli {
+namespace {
+
+struct InitRandomArgs {
+  std::string config_path;
+  std::string out_dir;
+  std::string dtype = "bf16";
+  uint64_t seed = 0;
+  std::string tokenizer_dir;
+  int64_t shard_mb = 0;
+};
+
+int run_init_random(const InitRandomArgs& args) {
+  namespace fs = std::filesystem;
+  using json = nlohmann::json;
+  const std::string text = io::read_text_file(args.config_path);
+  ModelConfig config = parse_model_config(text, args.config_path);
+  const c10::ScalarType dtype = parse_dtype(args.dtype);
+  fs::create_directories(args.out_dir);
+
+  json config_json = json::parse(text);
+  config_json["torch_dtype"] = dtype_to_hf(dtype);
+
+  // A tokenizer: copied from --tokenizer, or the 256 single bytes + <|endoftext|> (the rest of
+  // the vocabulary is never produced by encoding, but the model can still emit those ids).
+  if (!args.tokenizer_dir.empty()) {
+    bool copied = false;
+    for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json"}) {
+      fs::path src = fs::path(args.tokenizer_dir) / name;
+      if (fs::exists(src)) {
+        io::write_text_atomic((fs::path(args.out_dir) / name).string(), io::read_text_file(src.string()));
+        copied = true;
+      }
+    }
+    if (!copied) fail("no tokenizer.json or tokenizer.model in '{}'", args.tokenizer_dir);
+  } else {
+    if (config.vocab_size < 257) fail("{}: a byte-level tokenizer needs vocab_size >= 257", args.config_path);
+    ByteLevelBpe bpe;
+    for (int b = 0; b < 256; ++b) bpe.tokens.push_back(std::string(1, char(b)));
+    bpe.special_tokens.push_back("<|endoftext|>");
+    write_tokenizer_json((fs::path(args.out_dir) / "tokenizer.json").string(), bpe);
+    config_json["eos_token_id"] = 256;
+    config_json.erase("bos_token_id");
+  }
+  io::write_text_atomic((fs::path(args.out_dir) / "config.json").string(), config_json.dump(2) + "\n");
+  json generation = {{"do_sample", false}};
+  if (config_json.contains("eos_token_id")) generation["eos_token_id"] = config_json["eos_token_id"];
+  io::write_text_atomic((fs::path(args.out_dir) / "generation_config.json").string(), generation.dump(2) + "\n");
+
+  ModelWeights weights = random_weights(config, dtype, args.seed);
+  save_weights(weights, args.out_dir, dtype, size_t(args.shard_mb) << 20);
+  std::cerr << fmt::format("wrote {} ({}, {:.1f} M parameters, {}) to {}\n", config.architecture_name,
+                           args.config_path, config.parameter_count() / 1e6, dtype_to_hf(dtype), args.out_dir);
+  return 0;
+}
+
+}  // namespace
+
+Command add_init_random(CLI::App& root) {
+  auto args = std::make_shared<InitRandomArgs>();
+  CLI::App* app = root.add_subcommand("init-random", "write a random-weight checkpoint for a config.json");
+  app->add_option("--config", args->config_path, "HF config.json")->required();
+  app->add_option("--out", args->out_dir, "output directory")->required();
+  app->add_option("--dtype", args->dtype, "f32, bf16 or f16");
+  app->add_option("--seed", args->seed, "random seed");
+  app->add_option("--tokenizer", args->tokenizer_dir, "copy the tokenizer from this directory");
+  app->add_option("--shard-mb", args->shard_mb, "shard the weights into files of at most this many MB");
+  return {app, [args] { return run_init_random(*args); }};
+}
+
+}  // namespace dspark::cli

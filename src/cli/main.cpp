@@ -1,0 +1,57 @@
+// dspark: command-line entry point.
+#include <c10/util/Exception.h>
+#include <torch/torch.h>
+
+#include <iostream>
+#include <thread>
+
+#include "cli/command.h"
+#include "cli/model_args.h"
+#include "util/error.h"
+
+namespace dspark::cli {
+
+void RuntimeArgs::add_to(CLI::App* app) {
+  app->add_option("-t,--threads", threads, "CPU threads for LibTorch (default: all cores)");
+  app->add_option("--dtype", dtype, "compute dtype: f32, bf16 or f16 (default: as stored)");
+  app->add_option("--device", device, "cpu or cuda[:N]");
+}
+
+void RuntimeArgs::apply() const {
+  const int n = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+  at::set_num_threads(n);
+}
+
+}  // namespace dspark::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"dspark: lossless speculative decoding with DSpark drafters"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "dspark 0.1.0");
+  std::vector<dspark::cli::Command> commands = {
+      dspark::cli::add_generate(app),
+      dspark::cli::add_perplexity(app),
+      dspark::cli::add_inspect(app),
+      dspark::cli::add_init_random(app),
+      dspark::cli::add_profile(app),
+  };
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& command : commands)
+      if (command.app->parsed()) return command.run();
+  } catch (const dspark::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    std::cerr << "error: " << dspark::cli::one_line(e.what_without_backtrace()) << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 1;
+}

@@ -1,0 +1,257 @@
+#include "model/transformer.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "model/rope.h"
+#include "util/error.h"
+
+namespace dspark {
+
+// A chunk's rows in the flattened [N, H] activations, and where its keys/values go.
+struct Transformer::Segment {
+  int64_t row_begin = 0;
+  int64_t length = 0;       // T
+  int64_t position0 = 0;    // position of the first token (= cache length before the chunk)
+  KVCache* cache = nullptr; // nullptr: attend within the chunk only
+};
+
+namespace {
+
+// RMSNorm over the last dim in float32. Llama/Qwen: w * normed (cast back first), Gemma: normed *
+// (1 + w) in float32, then cast (the order HF uses, so bf16 results match).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, bool gemma) {
+  at::Tensor xf = x.to(torch::kFloat32);
+  at::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
+  if (gemma) return (normed * (1.0 + w.to(torch::kFloat32))).to(x.scalar_type());
+  return w * normed.to(x.scalar_type());
+}
+
+at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}) {
+  return at::linear(x, w, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt);
+}
+
+at::Tensor activation(const at::Tensor& x, Activation kind) {
+  if (kind == Activation::GeluTanh) return torch::gelu(x, "tanh");
+  return torch::silu(x);
+}
+
+at::Tensor softcap(const at::Tensor& x, double cap) { return torch::tanh(x / cap) * cap; }
+
+// Visibility of keys (positions 0..S-1) from queries at positions position0 .. position0+T-1:
+// causal, and within the last `window` positions for sliding layers. [T, S] bool.
+at::Tensor attention_mask(int64_t position0, int64_t T, int64_t S, int64_t window, c10::Device dev) {
+  auto opts = torch::TensorOptions().dtype(torch::kInt64).device(dev);
+  at::Tensor q_pos = torch::arange(position0, position0 + T, opts).unsqueeze(1);
+  at::Tensor k_pos = torch::arange(0, S, opts).unsqueeze(0);
+  at::Tensor allowed = k_pos <= q_pos;
+  if (window > 0) allowed = allowed & (k_pos > q_pos - window);
+  return allowed;
+}
+
+}  // namespace
+
+Transformer::Transformer(ModelConfig config, ModelWeights weights, c10::Device device)
+    : config_(std::move(config)), weights_(std::move(weights)), device_(device),
+      dtype_(weights_.embed.scalar_type()) {
+  inv_freq_global_ = rope_inverse_frequencies(config_.head_dim, config_.rope_theta, config_.rope_scaling).to(device_);
+  inv_freq_local_ = rope_inverse_frequencies(config_.head_dim, config_.rope_local_theta, RopeScaling{}).to(device_);
+}
+
+std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const LoadOptions& options) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) fail("model directory '{}' does not exist", dir);
+  ModelConfig config = load_model_config(dir);
+  c10::ScalarType dtype = parse_dtype(options.dtype.empty() ? config.torch_dtype : options.dtype);
+  c10::Device device(options.device);
+  if (device.is_cuda() && !torch::cuda::is_available())
+    fail("device '{}' requested but this LibTorch build has no CUDA device", options.device);
+  ModelWeights weights = load_weights(config, dir, dtype);
+  if (!device.is_cpu())
+    for (auto& [name, t] : weights.named()) *t = t->to(device);
+  if (weights.lm_head.defined() && config.tie_word_embeddings) weights.lm_head = weights.embed;
+  return std::make_unique<Transformer>(std::move(config), std::move(weights), device);
+}
+
+at::Tensor Transformer::embed(const at::Tensor& tokens) const {
+  at::Tensor x = torch::embedding(weights_.embed, tokens);
+  if (config_.scale_embeddings) {
+    // HF rounds the normaliser to the activation dtype before multiplying.
+    at::Tensor scale = torch::tensor(std::sqrt(double(config_.hidden_size)), torch::kFloat32)
+                           .to(x.scalar_type()).to(x.device());
+    x = x * scale;
+  }
+  return x;
+}
+
+at::Tensor Transformer::logits_from_final_hidden(const at::Tensor& hidden) const {
+  at::Tensor logits = dense(hidden, weights_.lm_head).to(torch::kFloat32);
+  if (config_.final_softcap) logits = softcap(logits, *config_.final_softcap);
+  return logits;
+}
+
+// Attention for every segment. q [N, nh, D], k/v [N, nkv, D] (RoPE applied). Returns [N, nh*D].
+at::Tensor Transformer::attention(int64_t layer, const at::Tensor& q, const at::Tensor& k,
+                                  const at::Tensor& v, std::vector<Segment>& segments) {
+  const int64_t nkv = config_.num_kv_heads, group = config_.num_heads / nkv, D = config_.head_dim;
+  const int64_t window = config_.layer_is_sliding[layer] ? config_.sliding_window : 0;
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(segments.size());
+  for (Segment& seg : segments) {
+    const int64_t T = seg.length;
+    at::Tensor q_s = q.narrow(0, seg.row_begin, T);  // [T, nh, D]
+    at::Tensor keys, values;                          // [nkv, S, D]
+    if (seg.cache) {
+      seg.cache->write(layer, k.narrow(0, seg.row_begin, T), v.narrow(0, seg.row_begin, T));
+      keys = seg.cache->keys(layer, T);
+      values = seg.cache->values(layer, T);
+    } else {
+      keys = k.narrow(0, seg.row_begin, T).transpose(0, 1);
+      values = v.narrow(0, seg.row_begin, T).transpose(0, 1);
+    }
+    const int64_t S = keys.size(1);
+    // GQA without copying K/V: queries grouped per kv head, [nkv, group*T, D].
+    at::Tensor qg = q_s.view({T, nkv, group, D}).permute({1, 2, 0, 3}).reshape({nkv, group * T, D});
+    at::Tensor scores = torch::matmul(qg, keys.transpose(1, 2)) * config_.attn_scale;  // [nkv, g*T, S]
+    if (config_.attn_softcap) scores = softcap(scores, *config_.attn_softcap);
+    scores = scores.view({nkv, group, T, S});
+    if (T > 1 || window > 0) {
+      at::Tensor allowed = attention_mask(seg.position0, T, S, window, q.device());
+      scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+    }
+    at::Tensor probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
+    at::Tensor out = torch::matmul(probs.view({nkv, group * T, S}), values);  // [nkv, g*T, D]
+    outputs.push_back(out.view({nkv, group, T, D}).permute({2, 0, 1, 3}).reshape({T, nkv * group * D}));
+  }
+  return outputs.size() == 1 ? outputs[0] : torch::cat(outputs, 0);
+}
+
+at::Tensor Transformer::run_layers(at::Tensor x, const at::Tensor& positions,
+                                   std::vector<Segment>& segments, const HiddenTaps& taps,
+                                   std::vector<at::Tensor>* tapped) {
+  const ModelConfig& c = config_;
+  const int64_t N = x.size(0), D = c.head_dim;
+  auto [cos_g, sin_g] = rope_tables(inv_freq_global_, positions);
+  at::Tensor cos_l, sin_l;
+  if (c.sliding_window > 0) std::tie(cos_l, sin_l) = rope_tables(inv_freq_local_, positions);
+
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    at::Tensor h = rms_norm(x, w.input_norm, c.rms_norm_eps, c.gemma_norm);
+    at::Tensor q = dense(h, w.q_proj, w.q_bias).view({N, c.num_heads, D});
+    at::Tensor k = dense(h, w.k_proj, w.k_bias).view({N, c.num_kv_heads, D});
+    at::Tensor v = dense(h, w.v_proj, w.v_bias).view({N, c.num_kv_heads, D});
+    if (c.qk_norm) {
+      q = rms_norm(q, w.q_norm, c.rms_norm_eps, c.gemma_norm);
+      k = rms_norm(k, w.k_norm, c.rms_norm_eps, c.gemma_norm);
+    }
+    const bool local = c.layer_is_sliding[l];
+    q = apply_rope(q, local ? cos_l : cos_g, local ? sin_l : sin_g);
+    k = apply_rope(k, local ? cos_l : cos_g, local ? sin_l : sin_g);
+    at::Tensor attn = dense(attention(l, q, k, v, segments), w.o_proj);
+    if (c.sandwich_norm) {
+      x = x + rms_norm(attn, w.post_attn_norm, c.rms_norm_eps, true);
+      h = rms_norm(x, w.pre_ffn_norm, c.rms_norm_eps, true);
+    } else {
+      x = x + attn;
+      h = rms_norm(x, w.post_attn_norm, c.rms_norm_eps, c.gemma_norm);
+    }
+    at::Tensor mlp = dense(activation(dense(h, w.gate_proj), c.activation) * dense(h, w.up_proj), w.down_proj);
+    if (c.sandwich_norm) mlp = rms_norm(mlp, w.post_ffn_norm, c.rms_norm_eps, true);
+    x = x + mlp;
+    if (tapped)
+      for (size_t i = 0; i < taps.layers.size(); ++i)
+        if (taps.layers[i] == l) (*tapped)[i] = x;
+  }
+  return rms_norm(x, weights_.final_norm, c.rms_norm_eps, c.gemma_norm);
+}
+
+std::vector<ChunkOutput> Transformer::forward(std::vector<SequenceChunk>& chunks, const HiddenTaps& taps) {
+  torch::NoGradGuard no_grad;
+  const ModelConfig& c = config_;
+  for (int64_t layer : taps.layers)
+    if (layer < 0 || layer >= c.num_layers)
+      fail("hidden tap layer {} is out of range (model has {} layers)", layer, c.num_layers);
+
+  std::vector<Segment> segments(chunks.size());
+  std::vector<int64_t> all_tokens, all_positions;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    SequenceChunk& chunk = chunks[i];
+    const int64_t T = int64_t(chunk.tokens.size());
+    if (T == 0) fail("forward: chunk {} has no tokens", i);
+    const int64_t position0 = chunk.cache ? chunk.cache->length() : 0;
+    if (position0 + T > c.max_position_embeddings)
+      fail("sequence of {} tokens exceeds the model's context of {} tokens", position0 + T,
+           c.max_position_embeddings);
+    segments[i] = Segment{int64_t(all_tokens.size()), T, position0, chunk.cache};
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t token = chunk.tokens[t];
+      if (token < 0 || token >= c.vocab_size)
+        fail("token id {} is outside the vocabulary [0, {})", token, c.vocab_size);
+      all_tokens.push_back(token);
+      all_positions.push_back(position0 + t);
+    }
+    if (chunk.cache) chunk.cache->reserve(T);
+  }
+
+  auto long_opts = torch::TensorOptions().dtype(torch::kInt64);
+  at::Tensor tokens = torch::tensor(all_tokens, long_opts).to(device_);
+  at::Tensor positions = torch::tensor(all_positions, long_opts).to(device_);
+  std::vector<at::Tensor> tapped(taps.layers.size());
+  at::Tensor final_hidden = run_layers(embed(tokens), positions, segments, taps, &tapped);
+  for (SequenceChunk& chunk : chunks)
+    if (chunk.cache) chunk.cache->commit(int64_t(chunk.tokens.size()));
+
+  // The LM head only for the rows that want logits.
+  std::vector<int64_t> logit_rows;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Segment& seg = segments[i];
+    if (chunks[i].logits == LogitsAt::Last) logit_rows.push_back(seg.row_begin + seg.length - 1);
+    if (chunks[i].logits == LogitsAt::All)
+      for (int64_t t = 0; t < seg.length; ++t) logit_rows.push_back(seg.row_begin + t);
+  }
+  at::Tensor logits;
+  if (!logit_rows.empty())
+    logits = logits_from_final_hidden(final_hidden.index_select(0, torch::tensor(logit_rows, long_opts).to(device_)));
+
+  at::Tensor stacked_taps = taps.layers.empty() ? at::Tensor() : torch::stack(tapped, 1);  // [N, n_taps, H]
+  std::vector<ChunkOutput> outputs(chunks.size());
+  int64_t logit_cursor = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Segment& seg = segments[i];
+    const int64_t n = chunks[i].logits == LogitsAt::All ? seg.length : chunks[i].logits == LogitsAt::Last ? 1 : 0;
+    if (n > 0) outputs[i].logits = logits.narrow(0, logit_cursor, n);
+    logit_cursor += n;
+    if (stacked_taps.defined()) outputs[i].layer_hidden = stacked_taps.narrow(0, seg.row_begin, seg.length);
+    if (taps.final_hidden) outputs[i].final_hidden = final_hidden.narrow(0, seg.row_begin, seg.length);
+  }
+  return outputs;
+}
+
+ChunkOutput Transformer::forward(KVCache& cache, const std::vector<int64_t>& tokens, LogitsAt logits,
+                                 const HiddenTaps& taps) {
+  std::vector<SequenceChunk> chunks{SequenceChunk{&cache, tokens, logits}};
+  return std::move(forward(chunks, taps)[0]);
+}
+
+at::Tensor Transformer::forward_full(const at::Tensor& tokens, const HiddenTaps& taps,
+                                     std::vector<at::Tensor>* layer_hidden, at::Tensor* final_hidden) {
+  const int64_t B = tokens.size(0), T = tokens.size(1);
+  if (T > config_.max_position_embeddings)
+    fail("sequence of {} tokens exceeds the model's context of {} tokens", T, config_.max_position_embeddings);
+  std::vector<Segment> segments(B);
+  for (int64_t b = 0; b < B; ++b) segments[b] = Segment{b * T, T, 0, nullptr};
+  at::Tensor flat = tokens.reshape({B * T}).to(device_);
+  at::Tensor positions = torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(device_)).repeat({B});
+  std::vector<at::Tensor> tapped(taps.layers.size());
+  at::Tensor hidden = run_layers(embed(flat), positions, segments, taps, &tapped);
+  if (layer_hidden) {
+    layer_hidden->clear();
+    for (auto& t : tapped) layer_hidden->push_back(t.view({B, T, -1}));
+  }
+  if (final_hidden) *final_hidden = hidden.view({B, T, -1});
+  return logits_from_final_hidden(hidden).view({B, T, -1});
+}
+
+}  // namespace dspark

@@ -1,0 +1,52 @@
+// The target model's parameters by Hugging Face tensor names, as LibTorch tensors.
+// Loaded zero-copy from mmap'd safetensors when the file dtype is the compute dtype.
+#pragma once
+#include <ATen/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace dspark {
+
+struct LayerWeights {
+  at::Tensor input_norm;            // [H]
+  at::Tensor q_proj, k_proj, v_proj;  // [nh*D, H], [nkv*D, H], [nkv*D, H]
+  at::Tensor q_bias, k_bias, v_bias;  // Qwen2 only
+  at::Tensor q_norm, k_norm;          // [D] (Qwen3, Gemma3)
+  at::Tensor o_proj;                  // [H, nh*D]
+  at::Tensor post_attn_norm;          // [H]: Llama/Qwen pre-MLP norm; Gemma post-attention norm
+  at::Tensor pre_ffn_norm, post_ffn_norm;  // [H] (Gemma sandwich)
+  at::Tensor gate_proj, up_proj;      // [F, H]
+  at::Tensor down_proj;               // [H, F]
+};
+
+struct ModelWeights {
+  at::Tensor embed;    // [V, H]
+  std::vector<LayerWeights> layers;
+  at::Tensor final_norm;  // [H]
+  at::Tensor lm_head;     // [V, H]; the same tensor as `embed` when tied
+
+  // (HF name, tensor) for every stored parameter; the tied lm_head is listed once (as embed).
+  std::vector<std::pair<std::string, at::Tensor*>> named();
+};
+
+// Loads weights from a checkpoint directory (model.safetensors or a sharded index), converting to
+// `dtype`. Missing tensors and shape mismatches throw dspark::Error naming the tensor and file.
+ModelWeights load_weights(const ModelConfig& config, const std::string& dir, c10::ScalarType dtype);
+
+// Random weights (normal(0, initializer_range), norms at their identity value) for tests and
+// speed benchmarks.
+ModelWeights random_weights(const ModelConfig& config, c10::ScalarType dtype, uint64_t seed);
+
+// Writes the weights in HF layout (`dir/model.safetensors` or shards) in `dtype`, atomically.
+void save_weights(ModelWeights& weights, const std::string& dir, c10::ScalarType dtype,
+                  size_t max_shard_bytes = 0);
+
+// "float32" | "bfloat16" | "float16" (and the short forms f32, bf16, f16) -> ScalarType.
+c10::ScalarType parse_dtype(const std::string& name);
+std::string dtype_to_hf(c10::ScalarType dtype);  // "float32", "bfloat16", "float16"
+
+}  // namespace dspark

@@ -1,0 +1,72 @@
+#include "sampling/sampler.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "util/error.h"
+
+namespace dspark {
+
+void validate(const SamplingParams& p) {
+  if (std::isnan(p.temperature)) fail("temperature must be a number");
+  if (p.top_k < 0) fail("top-k must be >= 0 (got {})", p.top_k);
+  if (!(p.top_p > 0.0 && p.top_p <= 1.0)) fail("top-p must be in (0, 1] (got {})", p.top_p);
+}
+
+at::Tensor processed_probabilities(const at::Tensor& logits_in, const SamplingParams& p) {
+  at::Tensor logits = logits_in.to(torch::kFloat32);
+  if (!torch::isfinite(logits).all().item<bool>()) fail("logits contain NaN or infinity");
+  const int64_t V = logits.size(-1);
+  if (p.greedy()) {
+    at::Tensor idx = logits.argmax(-1, true);
+    return torch::zeros_like(logits).scatter_(-1, idx, 1.0);
+  }
+  logits = logits / p.temperature;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  if (p.top_k > 0 && p.top_k < V) {
+    at::Tensor kth = std::get<0>(logits.topk(p.top_k, -1)).narrow(-1, p.top_k - 1, 1);
+    logits = logits.masked_fill(logits < kth, neg_inf);
+  }
+  at::Tensor probs = torch::softmax(logits, -1);
+  if (p.top_p < 1.0) {
+    // Sort descending; drop a token when the mass before it already reaches top_p.
+    auto [sorted, order] = probs.sort(-1, /*descending=*/true);
+    at::Tensor mass_before = sorted.cumsum(-1) - sorted;
+    at::Tensor drop_sorted = mass_before >= p.top_p;
+    at::Tensor drop = torch::zeros_like(drop_sorted).scatter_(-1, order, drop_sorted);
+    probs = probs.masked_fill(drop, 0.0);
+    probs = probs / probs.sum(-1, true);
+  }
+  return probs;
+}
+
+int64_t sample_index(const at::Tensor& probs_in, Rng& rng) {
+  at::Tensor probs = probs_in.to(torch::kCPU).to(torch::kFloat64).contiguous();
+  const double* p = probs.data_ptr<double>();
+  const int64_t V = probs.numel();
+  double total = 0.0;
+  for (int64_t i = 0; i < V; ++i) total += p[i];
+  if (!(total > 0.0) || !std::isfinite(total)) fail("cannot sample: probabilities sum to {}", total);
+  const double target = rng.uniform() * total;
+  double cumulative = 0.0;
+  int64_t last_nonzero = 0;
+  for (int64_t i = 0; i < V; ++i) {
+    if (p[i] <= 0.0) continue;
+    cumulative += p[i];
+    last_nonzero = i;
+    if (target < cumulative) return i;
+  }
+  return last_nonzero;  // rounding left target == total
+}
+
+int64_t sample_token(const at::Tensor& logits, const SamplingParams& params, Rng& rng) {
+  if (params.greedy()) {
+    at::Tensor l = logits.to(torch::kFloat32);
+    if (!torch::isfinite(l).all().item<bool>()) fail("logits contain NaN or infinity");
+    return l.argmax().item<int64_t>();
+  }
+  return sample_index(processed_probabilities(logits, params), rng);
+}
+
+}  // namespace dspark
