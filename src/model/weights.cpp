@@ -164,6 +164,7 @@ void save_weights(ModelWeights& weights, const std::string& dir, c10::ScalarType
   std::vector<at::Tensor> keep;  // converted tensors must outlive the write
   std::vector<io::TensorToWrite> out;
   for (auto& [name, tensor] : weights.named()) {
+    if (!tensor->defined()) continue;
     at::Tensor t = tensor->detach().to(torch::kCPU).to(dtype).contiguous();
     keep.push_back(t);
     out.push_back({name, to_io(dtype), t.sizes().vec(), t.data_ptr(), size_t(t.nbytes())});

@@ -46,7 +46,7 @@ const ShimApi& shim() {
     candidates.push_back(DSPARK_SENTENCEPIECE_SHIM);
     void* library = nullptr;
     for (const auto& path : candidates) {
-      library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+      library = dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (library) break;
       load_error = dlerror();
     }

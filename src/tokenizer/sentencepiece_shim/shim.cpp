@@ -1,10 +1,12 @@
 // A tiny C interface over the SentencePiece library, built as its own shared library and loaded
-// with dlopen(RTLD_DEEPBIND) by sentencepiece_library.cpp.
+// into its own link-map namespace (dlmopen) by sentencepiece_library.cpp.
 //
 // Why: Debian's libsentencepiece embeds its own copy of protobuf-lite and exports those symbols,
 // while LibTorch links the full libprotobuf. Linked into one process, SentencePiece's internal
 // protobuf calls bind to LibTorch's libprotobuf and the process crashes during static
-// initialisation. Loaded with RTLD_DEEPBIND, SentencePiece binds to its own copy first.
+// initialisation. In a namespace of its own, SentencePiece binds to its own copy (RTLD_DEEPBIND
+// is not enough: the trainer's logging then reaches an uninitialised copy of std::cerr). Only C
+// types cross the boundary, and each side frees only what it allocated.
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 

@@ -1,0 +1,126 @@
+// Checkpoints: HF configs parse into the right ModelConfig; weights survive save -> load.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "io/atomic_file.h"
+#include "model/rope.h"
+#include "support/tiny_models.h"
+#include "util/error.h"
+
+namespace dspark {
+namespace {
+
+TEST(ModelConfig, PublicQwen3Config) {
+  ModelConfig c = load_model_config(std::string(DSPARK_SOURCE_DIR) + "/configs/qwen3-0.6b.config.json");
+  EXPECT_EQ(c.arch, Architecture::Qwen3);
+  EXPECT_EQ(c.num_layers, 28);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.q_dim(), 2048);  // head_dim * heads != hidden_size for Qwen3-0.6B
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.sliding_window, 0);
+  // The published parameter count of Qwen3-0.6B (tied): 596,049,920.
+  EXPECT_EQ(c.parameter_count(), 596049920);
+}
+
+TEST(ModelConfig, PublicGemma3Config) {
+  ModelConfig c = load_model_config(std::string(DSPARK_SOURCE_DIR) + "/configs/gemma-3-1b.config.json");
+  EXPECT_EQ(c.arch, Architecture::Gemma3);
+  EXPECT_TRUE(c.gemma_norm && c.scale_embeddings && c.sandwich_norm && c.qk_norm);
+  EXPECT_EQ(c.sliding_window, 512);
+  EXPECT_DOUBLE_EQ(c.rope_local_theta, 10000.0);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1000000.0);
+  EXPECT_DOUBLE_EQ(c.attn_scale, 1.0 / 16.0);  // query_pre_attn_scalar 256
+  // Every sixth layer is global: 5, 11, 17, 23.
+  for (int64_t i = 0; i < c.num_layers; ++i) EXPECT_EQ(c.layer_is_sliding[size_t(i)], (i + 1) % 6 != 0) << i;
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{1, 106}));
+  EXPECT_EQ(c.activation, Activation::GeluTanh);
+}
+
+TEST(ModelConfig, Llama3RopeScalingFollowsTheFormula) {
+  RopeScaling s;
+  s.type = "llama3";
+  s.factor = 8.0;
+  s.low_freq_factor = 1.0;
+  s.high_freq_factor = 4.0;
+  s.original_max_position_embeddings = 8192;
+  at::Tensor plain = rope_inverse_frequencies(128, 500000.0, RopeScaling{});
+  at::Tensor scaled = rope_inverse_frequencies(128, 500000.0, s);
+  // Highest frequency (wavelength 2*pi < 8192/4): unchanged. Lowest (wavelength > 8192): / 8.
+  EXPECT_FLOAT_EQ(scaled[0].item<float>(), plain[0].item<float>());
+  EXPECT_FLOAT_EQ(scaled[63].item<float>(), plain[63].item<float>() / 8.0f);
+  // In between, a blend: strictly between freq / 8 and freq.
+  for (int64_t i = 0; i < 64; ++i) {
+    const double f = plain[i].item<double>(), g = scaled[i].item<double>();
+    EXPECT_LE(g, f * (1 + 1e-6));
+    EXPECT_GE(g, f / 8.0 * (1 - 1e-6));
+  }
+}
+
+TEST(ModelConfig, UnsupportedArchitectureAndBadFieldsAreClearErrors) {
+  try {
+    parse_model_config(R"({"architectures": ["MambaForCausalLM"]})", "cfg.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MambaForCausalLM"), std::string::npos);
+  }
+  EXPECT_THROW(parse_model_config("{not json", "cfg.json"), Error);
+  EXPECT_THROW(parse_model_config(R"({"architectures": ["Qwen3ForCausalLM"], "vocab_size": 10})", "cfg.json"), Error);
+}
+
+class WeightsRoundTrip : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {};
+
+TEST_P(WeightsRoundTrip, SaveThenLoadGivesTheSameLogits) {
+  const auto& [kind, shard_bytes] = GetParam();
+  const std::string dir = testing::temp_dir("weights-" + kind);
+  ModelConfig config = parse_model_config(testing::tiny_config_json(kind), kind);
+  ModelWeights weights = random_weights(config, torch::kBFloat16, 9);
+  save_weights(weights, dir, torch::kBFloat16, shard_bytes);
+  io::write_text_atomic(dir + "/config.json", testing::tiny_config_json(kind));
+  if (shard_bytes > 0) EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors.index.json"));
+  ModelWeights loaded = load_weights(config, dir, torch::kBFloat16);
+  auto named_a = weights.named(), named_b = loaded.named();
+  ASSERT_EQ(named_a.size(), named_b.size());
+  for (size_t i = 0; i < named_a.size(); ++i) {
+    EXPECT_EQ(named_a[i].first, named_b[i].first);
+    EXPECT_TRUE(torch::equal(*named_a[i].second, *named_b[i].second)) << named_a[i].first;
+  }
+  auto model = Transformer::load(dir, LoadOptions{"bf16"});
+  EXPECT_EQ(model->config().arch, config.arch);
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, WeightsRoundTrip,
+                         ::testing::Combine(::testing::ValuesIn(testing::all_tiny_kinds()),
+                                            ::testing::Values(size_t(0), size_t(4096))),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + (std::get<1>(info.param) ? "_sharded" : "_single");
+                         });
+
+TEST(Weights, MissingTensorNamesTheTensor) {
+  const std::string dir = testing::temp_dir("weights-missing");
+  ModelConfig config = parse_model_config(testing::tiny_config_json("qwen3"), "qwen3");
+  ModelWeights weights = random_weights(config, torch::kFloat32, 1);
+  weights.layers[1].k_norm = at::Tensor();  // not written
+  save_weights(weights, dir, torch::kFloat32);
+  try {
+    load_weights(config, dir, torch::kFloat32);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers.1.self_attn.k_norm.weight"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Weights, WrongShapeIsAClearError) {
+  const std::string dir = testing::temp_dir("weights-shape");
+  ModelConfig config = parse_model_config(testing::tiny_config_json("qwen3"), "qwen3");
+  ModelWeights weights = random_weights(config, torch::kFloat32, 1);
+  weights.final_norm = torch::ones({7});
+  save_weights(weights, dir, torch::kFloat32);
+  EXPECT_THROW(load_weights(config, dir, torch::kFloat32), Error);
+}
+
+}  // namespace
+}  // namespace dspark
