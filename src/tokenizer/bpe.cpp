@@ -28,7 +28,8 @@ BpeModel::BpeModel(std::vector<std::pair<std::string, TokenId>> vocab,
   id_to_token_.resize(size_t(max_id + 1));
   present_.assign(size_t(max_id + 1), false);
   for (auto& [token, id] : vocab) {
-    if (present_[id]) fail("tokenizer: id {} is given to both '{}' and '{}'", id, id_to_token_[id], token);
+    if (present_[id])
+      fail("tokenizer: id {} is given to both '{}' and '{}'", id, id_to_token_[id], token);
     id_to_token_[id] = std::move(token);
     present_[id] = true;
   }
@@ -52,7 +53,8 @@ BpeModel::BpeModel(std::vector<std::pair<std::string, TokenId>> vocab,
     else
       merged += b;
     const auto im = token_to_id_.find(merged);
-    if (im == token_to_id_.end()) fail("tokenizer: merge '{} {}' result is missing from the vocab", a, b);
+    if (im == token_to_id_.end())
+      fail("tokenizer: merge '{} {}' result is missing from the vocab", a, b);
     // A pair listed twice keeps its first (highest-priority) rank.
     merges_.try_emplace(pair_key(ia->second, ib->second), Merge{uint32_t(rank), im->second});
   }

@@ -20,10 +20,10 @@
 namespace dspark {
 
 struct BpeOptions {
-  std::optional<std::string> unk_token;  // emitted for characters with no token; dropped if unset
-  bool fuse_unk = false;                 // consecutive unknown characters give one unk token
-  bool byte_fallback = false;            // unknown characters become <0xXX> byte tokens
-  bool ignore_merges = false;            // a word that is itself a token is emitted as is
+  std::optional<std::string> unk_token;   // emitted for characters with no token; dropped if unset
+  bool fuse_unk = false;                  // consecutive unknown characters give one unk token
+  bool byte_fallback = false;             // unknown characters become <0xXX> byte tokens
+  bool ignore_merges = false;             // a word that is itself a token is emitted as is
   std::string continuing_subword_prefix;  // e.g. "##"; prepended to non-initial characters
   std::string end_of_word_suffix;         // e.g. "</w>"; appended to the last character
 };
@@ -42,7 +42,9 @@ class BpeModel {
   std::optional<TokenId> token_to_id(std::string_view token) const;
   // Empty for an id outside the vocabulary.
   const std::string& id_to_token(TokenId id) const;
-  bool contains(TokenId id) const { return id >= 0 && size_t(id) < present_.size() && present_[id]; }
+  bool contains(TokenId id) const {
+    return id >= 0 && size_t(id) < present_.size() && present_[id];
+  }
   // One past the largest id.
   TokenId id_limit() const { return static_cast<TokenId>(id_to_token_.size()); }
   const BpeOptions& options() const { return options_; }

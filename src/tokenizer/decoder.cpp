@@ -69,10 +69,14 @@ class ByteFallbackDecoder : public Decoder {
     for (int i = 3; i < 5; ++i) {
       const char c = token[i];
       value *= 16;
-      if (c >= '0' && c <= '9') value += c - '0';
-      else if (c >= 'A' && c <= 'F') value += c - 'A' + 10;
-      else if (c >= 'a' && c <= 'f') value += c - 'a' + 10;
-      else return -1;
+      if (c >= '0' && c <= '9')
+        value += c - '0';
+      else if (c >= 'A' && c <= 'F')
+        value += c - 'A' + 10;
+      else if (c >= 'a' && c <= 'f')
+        value += c - 'a' + 10;
+      else
+        return -1;
     }
     return value;
   }
@@ -95,8 +99,10 @@ class StripDecoder : public Decoder {
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (std::string& token : tokens) {
       std::string_view view = token;
-      for (size_t i = 0; i < start_ && view.starts_with(content_); ++i) view.remove_prefix(content_.size());
-      for (size_t i = 0; i < stop_ && view.ends_with(content_); ++i) view.remove_suffix(content_.size());
+      for (size_t i = 0; i < start_ && view.starts_with(content_); ++i)
+        view.remove_prefix(content_.size());
+      for (size_t i = 0; i < stop_ && view.ends_with(content_); ++i)
+        view.remove_suffix(content_.size());
       token = std::string(view);
     }
   }
@@ -124,7 +130,8 @@ class MetaspaceDecoder : public Decoder {
 
 class SequenceDecoder : public Decoder {
  public:
-  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> steps) : steps_(std::move(steps)) {}
+  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> steps)
+      : steps_(std::move(steps)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& step : steps_) step->decode_chain(tokens);
   }

@@ -100,18 +100,20 @@ HfTokenizer::HfTokenizer(TokenizerJson data) {
 
   // One past the largest id: the size an embedding table needs.
   vocab_size_ = model_->id_limit();
-  for (const AddedToken& token : added_) vocab_size_ = std::max<int64_t>(vocab_size_, int64_t(token.id) + 1);
+  for (const AddedToken& token : added_)
+    vocab_size_ = std::max<int64_t>(vocab_size_, int64_t(token.id) + 1);
 }
 
-void HfTokenizer::encode_text(std::string_view text, bool at_start, std::vector<TokenId>& out) const {
+void HfTokenizer::encode_text(std::string_view text, bool at_start,
+                              std::vector<TokenId>& out) const {
   const std::string normalized = normalizer_ ? normalizer_->normalize(text) : std::string(text);
   for (const auto& segment : normalized_matcher_.split(normalized)) {
     if (segment.id >= 0) {
       out.push_back(segment.id);
       continue;
     }
-    std::vector<PreToken> pieces{
-        {normalized.substr(segment.begin, segment.end - segment.begin), at_start && segment.begin == 0}};
+    std::vector<PreToken> pieces{{normalized.substr(segment.begin, segment.end - segment.begin),
+                                  at_start && segment.begin == 0}};
     if (pre_tokenizer_) pre_tokenizer_->pre_tokenize(pieces);
     for (const PreToken& piece : pieces) model_->encode_word(piece.text, out);
   }
@@ -162,7 +164,8 @@ std::string HfTokenizer::decode(const std::vector<TokenId>& ids, bool skip_speci
 int64_t HfTokenizer::vocab_size() const { return vocab_size_; }
 
 std::optional<TokenId> HfTokenizer::token_to_id(std::string_view token) const {
-  if (const auto it = added_by_content_.find(token); it != added_by_content_.end()) return it->second;
+  if (const auto it = added_by_content_.find(token); it != added_by_content_.end())
+    return it->second;
   return model_->token_to_id(token);
 }
 

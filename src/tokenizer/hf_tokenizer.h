@@ -45,7 +45,7 @@ class HfTokenizer : public TokenizerBase {
   std::vector<AddedToken> added_;
   StringMap<TokenId> added_by_content_;
   std::unordered_map<TokenId, size_t> added_by_id_;  // -> index in added_
-  TokenMatcher raw_matcher_;         // added tokens matched before normalization
+  TokenMatcher raw_matcher_;                         // added tokens matched before normalization
   TokenMatcher normalized_matcher_;  // added tokens with normalized = true, matched after it
   std::unique_ptr<Normalizer> normalizer_;
   std::unique_ptr<PreTokenizer> pre_tokenizer_;

@@ -48,7 +48,8 @@ std::vector<TokenId> id_list(const nlohmann::json& value, const fs::path& file, 
     ids.push_back(value.get<TokenId>());
   } else if (value.is_array()) {
     for (const auto& v : value) {
-      if (!v.is_number_integer()) fail("tokenizer: '{}': '{}' holds a non-integer", file.string(), key);
+      if (!v.is_number_integer())
+        fail("tokenizer: '{}': '{}' holds a non-integer", file.string(), key);
       ids.push_back(v.get<TokenId>());
     }
   } else if (!value.is_null()) {
@@ -116,11 +117,14 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
   // BOS: tokenizer_config.json's bos_token is what HF tokenizers report (null there means none,
   // as for Qwen, whose config.json still carries a bos_token_id it never uses); else the file's
   // own; else the model configs.
-  const auto id_of = [&](const nlohmann::json& name_json, const fs::path& where) -> std::optional<TokenId> {
+  const auto id_of = [&](const nlohmann::json& name_json,
+                         const fs::path& where) -> std::optional<TokenId> {
     const auto name = token_name(name_json);
     if (!name) return std::nullopt;
     const auto id = tokenizer->token_to_id(*name);
-    if (!id) fail("tokenizer: '{}' names token '{}', which is not in the vocabulary", where.string(), *name);
+    if (!id)
+      fail("tokenizer: '{}' names token '{}', which is not in the vocabulary", where.string(),
+           *name);
     return id;
   };
   const fs::path tokenizer_config_path = files.dir / "tokenizer_config.json";
@@ -148,15 +152,18 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string& path) {
         add_unique(all_eos, id);
   }
   if (tokenizer_config.is_object() && tokenizer_config.contains("eos_token")) {
-    if (auto id = id_of(tokenizer_config["eos_token"], tokenizer_config_path)) add_unique(all_eos, *id);
+    if (auto id = id_of(tokenizer_config["eos_token"], tokenizer_config_path))
+      add_unique(all_eos, *id);
   }
   for (TokenId id : eos) add_unique(all_eos, id);
 
   if (auto* sp = dynamic_cast<SentencePieceTokenizer*>(tokenizer.get());
       sp && tokenizer_config.is_object()) {
-    if (tokenizer_config.contains("add_bos_token") && tokenizer_config["add_bos_token"].is_boolean())
+    if (tokenizer_config.contains("add_bos_token") &&
+        tokenizer_config["add_bos_token"].is_boolean())
       sp->set_add_bos(tokenizer_config["add_bos_token"].get<bool>());
-    if (tokenizer_config.contains("add_eos_token") && tokenizer_config["add_eos_token"].is_boolean())
+    if (tokenizer_config.contains("add_eos_token") &&
+        tokenizer_config["add_eos_token"].is_boolean())
       sp->set_add_eos(tokenizer_config["add_eos_token"].get<bool>());
   }
 

@@ -84,10 +84,12 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& config) {
   const std::string type = json_string(config, "type", "normalizer");
   if (type == "NFC") return std::make_unique<NfcNormalizer>();
   if (type == "Replace")
-    return std::make_unique<ReplaceNormalizer>(json_pattern(config, "normalizer Replace"),
-                                               json_string(config, "content", "normalizer Replace"));
+    return std::make_unique<ReplaceNormalizer>(
+        json_pattern(config, "normalizer Replace"),
+        json_string(config, "content", "normalizer Replace"));
   if (type == "Prepend")
-    return std::make_unique<PrependNormalizer>(json_string(config, "prepend", "normalizer Prepend"));
+    return std::make_unique<PrependNormalizer>(
+        json_string(config, "prepend", "normalizer Prepend"));
   if (type == "Strip")
     return std::make_unique<StripNormalizer>(config.value("strip_left", true),
                                              config.value("strip_right", true));

@@ -65,11 +65,12 @@ class SequenceProcessor : public PostProcessor {
 
 std::unique_ptr<PostProcessor> make_template(const nlohmann::json& config) {
   const auto& single = json_field(config, "single", "post_processor TemplateProcessing");
-  const auto& specials = config.contains("special_tokens") ? config["special_tokens"]
-                                                           : nlohmann::json::object();
+  const auto& specials =
+      config.contains("special_tokens") ? config["special_tokens"] : nlohmann::json::object();
   std::vector<TemplateProcessor::Piece> pieces;
   auto special_ids = [&](const std::string& name) {
-    if (!specials.contains(name)) fail("post_processor TemplateProcessing: unknown special token '{}'", name);
+    if (!specials.contains(name))
+      fail("post_processor TemplateProcessing: unknown special token '{}'", name);
     std::vector<TokenId> ids;
     for (const auto& id : json_array(specials[name], "ids", "post_processor special token"))
       ids.push_back(id.get<TokenId>());

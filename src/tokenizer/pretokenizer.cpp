@@ -155,8 +155,8 @@ class MetaspacePreTokenizer : public PreTokenizer {
     for (PreToken& piece : pieces) {
       piece.text = space_.replace_all(piece.text, replacement_);
       const bool needs_prefix = piece.text.compare(0, replacement_.size(), replacement_) != 0;
-      if (needs_prefix && (scheme_ == PrependScheme::Always ||
-                           (scheme_ == PrependScheme::First && piece.at_start)))
+      if (needs_prefix &&
+          (scheme_ == PrependScheme::Always || (scheme_ == PrependScheme::First && piece.at_start)))
         piece.text.insert(0, replacement_);
       if (split_) {
         split_piece(piece, delimiter_, Behavior::MergedWithNext, false, out);
@@ -203,13 +203,17 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config) {
   }
   if (type == "Metaspace") {
     // Older files say add_prefix_space (true = "always") instead of prepend_scheme.
-    PrependScheme scheme = config.value("add_prefix_space", true) ? PrependScheme::Always
-                                                                  : PrependScheme::Never;
+    PrependScheme scheme =
+        config.value("add_prefix_space", true) ? PrependScheme::Always : PrependScheme::Never;
     const std::string name = json_string_or(config, "prepend_scheme", "");
-    if (name == "always") scheme = PrependScheme::Always;
-    else if (name == "first") scheme = PrependScheme::First;
-    else if (name == "never") scheme = PrependScheme::Never;
-    else if (!name.empty()) fail("unsupported Metaspace prepend_scheme '{}'", name);
+    if (name == "always")
+      scheme = PrependScheme::Always;
+    else if (name == "first")
+      scheme = PrependScheme::First;
+    else if (name == "never")
+      scheme = PrependScheme::Never;
+    else if (!name.empty())
+      fail("unsupported Metaspace prepend_scheme '{}'", name);
     return std::make_unique<MetaspacePreTokenizer>(json_string_or(config, "replacement", "\u2581"),
                                                    scheme, config.value("split", true));
   }

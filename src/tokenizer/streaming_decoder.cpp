@@ -49,7 +49,8 @@ std::string StreamingDecoder::flush() {
   if (ids_.empty()) return {};
   const std::string text = tokenizer_.decode(ids_, skip_special_);
   std::string out;
-  if (text.size() > emitted_bytes_) out = utf8::sanitize(std::string_view(text).substr(emitted_bytes_));
+  if (text.size() > emitted_bytes_)
+    out = utf8::sanitize(std::string_view(text).substr(emitted_bytes_));
   ids_.clear();
   emitted_bytes_ = 0;
   return out;

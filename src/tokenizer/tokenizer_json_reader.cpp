@@ -14,7 +14,8 @@ using json = nlohmann::json;
 // "a b" -> ("a", "b"). The string form cannot hold tokens with spaces, hence exactly one space.
 std::optional<std::pair<std::string, std::string>> split_merge(const std::string& line) {
   const size_t space = line.find(' ');
-  if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) return std::nullopt;
+  if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos)
+    return std::nullopt;
   return std::pair{line.substr(0, space), line.substr(space + 1)};
 }
 
@@ -162,7 +163,7 @@ class Reader : public nlohmann::json_sax<json> {
   bool model_open_ = false;   // the top-level "model" object is the innermost open container
   Mode mode_ = Mode::None;
   int depth_ = 0, mode_depth_ = 0;
-  std::string token_;               // vocab key waiting for its id
+  std::string token_;              // vocab key waiting for its id
   std::vector<std::string> pair_;  // merge pair being read
 };
 
@@ -203,9 +204,12 @@ TokenizerJson split_tokenizer_json(json doc) {
       for (const auto& merge : *it) {
         if (merge.is_string()) {
           auto pair = split_merge(merge.get<std::string>());
-          if (!pair) fail("model: merge '{}' is not two tokens separated by one space", merge.get<std::string>());
+          if (!pair)
+            fail("model: merge '{}' is not two tokens separated by one space",
+                 merge.get<std::string>());
           out.merges.push_back(std::move(*pair));
-        } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+        } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+                   merge[1].is_string()) {
           out.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
         } else {
           fail("model: a merge is neither \"a b\" nor [\"a\", \"b\"]");

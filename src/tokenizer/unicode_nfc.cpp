@@ -41,8 +41,9 @@ constexpr char32_t kRawByteBase = 0x80000000;
 uint8_t combining_class(char32_t cp) {
   if (cp < 0x300 || cp >= kRawByteBase) return 0;
   const auto* end = std::end(kCombiningClasses);
-  const auto* it = std::upper_bound(std::begin(kCombiningClasses), end, cp,
-                                    [](char32_t c, const CombiningClassRange& r) { return c < r.first; });
+  const auto* it =
+      std::upper_bound(std::begin(kCombiningClasses), end, cp,
+                       [](char32_t c, const CombiningClassRange& r) { return c < r.first; });
   if (it == std::begin(kCombiningClasses)) return 0;
   --it;
   return cp <= it->last ? it->ccc : 0;
@@ -50,8 +51,9 @@ uint8_t combining_class(char32_t cp) {
 
 bool maybe_unstable(char32_t cp) {
   if (cp < 0x300) return false;
-  const auto* it = std::upper_bound(std::begin(kMaybeUnstable), std::end(kMaybeUnstable), cp,
-                                    [](char32_t c, const CodePointRange& r) { return c < r.first; });
+  const auto* it =
+      std::upper_bound(std::begin(kMaybeUnstable), std::end(kMaybeUnstable), cp,
+                       [](char32_t c, const CodePointRange& r) { return c < r.first; });
   if (it == std::begin(kMaybeUnstable)) return false;
   --it;
   return cp <= it->last;
@@ -86,11 +88,11 @@ char32_t compose_pair(char32_t first, char32_t second) {
       second > kTBase && second < kTBase + kTCount)
     return first + (second - kTBase);
   const auto* end = std::end(kCompositions);
-  const auto* it = std::lower_bound(std::begin(kCompositions), end, std::make_pair(first, second),
-                                    [](const Composition& c, const std::pair<char32_t, char32_t>& k) {
-                                      return c.first != k.first ? c.first < k.first
-                                                                : c.second < k.second;
-                                    });
+  const auto* it =
+      std::lower_bound(std::begin(kCompositions), end, std::make_pair(first, second),
+                       [](const Composition& c, const std::pair<char32_t, char32_t>& k) {
+                         return c.first != k.first ? c.first < k.first : c.second < k.second;
+                       });
   return (it != end && it->first == first && it->second == second) ? it->composite : 0;
 }
 
@@ -134,8 +136,9 @@ std::string nfc(std::string_view text) {
     }
     size_t j = i;
     while (j < cps.size() && combining_class(cps[j]) != 0) ++j;
-    std::stable_sort(cps.begin() + i, cps.begin() + j,
-                     [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
+    std::stable_sort(cps.begin() + i, cps.begin() + j, [](char32_t a, char32_t b) {
+      return combining_class(a) < combining_class(b);
+    });
     i = j;
   }
 

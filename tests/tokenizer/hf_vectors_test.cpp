@@ -32,13 +32,16 @@ const Vectors& vectors(const std::string& name) {
     auto v = std::make_unique<Vectors>();
     v->doc = test::read_json(test::source_dir() / "tests/data/tokenizer" / (name + ".json"));
     const auto dir = test::source_dir() / v->doc["tokenizer_dir"].get<std::string>();
-    if (std::filesystem::exists(dir / "tokenizer.json")) v->tokenizer = Tokenizer::load(dir.string());
+    if (std::filesystem::exists(dir / "tokenizer.json"))
+      v->tokenizer = Tokenizer::load(dir.string());
     slot = std::move(v);
   }
   return *slot;
 }
 
-std::string show(const std::string& text) { return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string show(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 std::string show(const std::vector<TokenId>& ids) { return nlohmann::json(ids).dump(); }
 
@@ -156,7 +159,8 @@ TEST_P(HfTokenizerVectorsTest, TokenLookupsAreConsistent) {
 // Pathological inputs: very long runs stress the regex engine (backtracking in "\s+(?!\S)") and
 // the BPE merge loop; they must neither fail nor lose text.
 TEST_P(HfTokenizerVectorsTest, LongRunsRoundTrip) {
-  for (const std::string unit : {" ", "a", "7", "!", "\n", " \t", "\xE4\xB8\xAD", "\xF0\x9F\xA4\x97", "ab "}) {
+  for (const std::string unit :
+       {" ", "a", "7", "!", "\n", " \t", "\xE4\xB8\xAD", "\xF0\x9F\xA4\x97", "ab "}) {
     std::string text;
     while (text.size() < 60000) text += unit;
     const auto ids = tokenizer_->encode(text);
@@ -179,9 +183,9 @@ TEST(HfTokenizerSpecialIds, FromTokenizerConfig) {
   };
   const Expected all[] = {
       {"qwen3", std::nullopt, {151645}, 151669},  // bos_token null; eos <|im_end|>
-      {"llama3", 128000, {128001}, 128256},        // <|begin_of_text|>, <|end_of_text|>
-      {"gemma3", 2, {106}, 262145},                // <bos>, <end_of_turn>
-      {"llama2", 1, {2}, 32000},                   // <s>, </s>
+      {"llama3", 128000, {128001}, 128256},       // <|begin_of_text|>, <|end_of_text|>
+      {"gemma3", 2, {106}, 262145},               // <bos>, <end_of_turn>
+      {"llama2", 1, {2}, 32000},                  // <s>, </s>
   };
   for (const auto& e : all) {
     const auto& v = vectors(e.name);

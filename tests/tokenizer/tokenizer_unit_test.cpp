@@ -7,8 +7,8 @@
 #include <random>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/hf_tokenizer.h"
@@ -43,7 +43,10 @@ TEST(TokenizerUtf8, DecoderIsStrict) {
   EXPECT_EQ(utf8::next("\xED\xA0\x80", 0).cp, utf8::kInvalid);      // surrogate
   EXPECT_EQ(utf8::next("\xF4\x90\x80\x80", 0).cp, utf8::kInvalid);  // > U+10FFFF
   EXPECT_EQ(utf8::next("\xE2\x82\xAC", 0).cp, char32_t(0x20AC));
-  EXPECT_EQ(utf8::sanitize("a\xFF" "b\xC3"), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+  EXPECT_EQ(utf8::sanitize("a\xFF"
+                           "b\xC3"),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD");
   EXPECT_TRUE(utf8::is_valid("héllo 🤗"));
   EXPECT_FALSE(utf8::is_valid("h\xC3llo"));
 }
@@ -54,16 +57,19 @@ TEST(TokenizerUtf8, DecoderIsStrict) {
 TEST(TokenizerNfc, ComposesReordersAndRespectsExclusions) {
   EXPECT_EQ(nfc("e\u0301"), "\u00E9");
   EXPECT_EQ(nfc("cafe\u0301 ok"), "caf\u00E9 ok");
-  EXPECT_EQ(nfc("\u1100\u1161\u11A8"), "\uAC01");              // Hangul L V T -> syllable
-  EXPECT_EQ(nfc("\uAC00\u11A8"), "\uAC01");                    // LV + T
-  EXPECT_EQ(nfc("\u1E0B\u0323"), "\u1E0D\u0307");              // reordering, then composition
-  EXPECT_EQ(nfc("q\u0307\u0323"), "q\u0323\u0307");            // reordering only
-  EXPECT_EQ(nfc("\u212B"), "\u00C5");                          // singleton (Angstrom sign)
-  EXPECT_EQ(nfc("\u0958"), "\u0915\u093C");                    // composition exclusion
-  EXPECT_EQ(nfc("a\u0308\u0301"), "\u00E4\u0301");             // second mark not composable
-  EXPECT_EQ(nfc("\u0301a"), "\u0301a");                        // leading mark stays
+  EXPECT_EQ(nfc("\u1100\u1161\u11A8"), "\uAC01");    // Hangul L V T -> syllable
+  EXPECT_EQ(nfc("\uAC00\u11A8"), "\uAC01");          // LV + T
+  EXPECT_EQ(nfc("\u1E0B\u0323"), "\u1E0D\u0307");    // reordering, then composition
+  EXPECT_EQ(nfc("q\u0307\u0323"), "q\u0323\u0307");  // reordering only
+  EXPECT_EQ(nfc("\u212B"), "\u00C5");                // singleton (Angstrom sign)
+  EXPECT_EQ(nfc("\u0958"), "\u0915\u093C");          // composition exclusion
+  EXPECT_EQ(nfc("a\u0308\u0301"), "\u00E4\u0301");   // second mark not composable
+  EXPECT_EQ(nfc("\u0301a"), "\u0301a");              // leading mark stays
   EXPECT_EQ(nfc("plain ASCII text"), "plain ASCII text");
-  EXPECT_EQ(nfc("\xFF" "e\u0301"), "\xFF" "\u00E9");           // ill-formed byte passes through
+  EXPECT_EQ(nfc("\xFF"
+                "e\u0301"),
+            "\xFF"
+            "\u00E9");  // ill-formed byte passes through
   EXPECT_TRUE(nfc_quick_check("already \u00E9 composed 中文"));
   EXPECT_FALSE(nfc_quick_check("e\u0301"));
 }
@@ -97,13 +103,13 @@ json byte_level_doc(const std::vector<std::string>& merges, json added = json::a
     if (!vocab.contains(merged)) vocab[merged] = next++;
     merge_list.push_back(m);
   }
-  return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}},
-          {"added_tokens", added},
-          {"normalizer", nullptr},
-          {"pre_tokenizer",
-           {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-          {"post_processor", nullptr},
-          {"decoder", {{"type", "ByteLevel"}}}};
+  return {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}},
+      {"added_tokens", added},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}}}};
 }
 
 std::vector<std::string> tokens_of(const Tokenizer& t, const std::vector<TokenId>& ids) {
@@ -163,14 +169,17 @@ TEST(TokenizerBpe, BadMergeIsAnError) {
 json word_doc(json pre_tokenizer, const std::vector<std::string>& words) {
   json vocab = json::object();
   for (size_t i = 0; i < words.size(); ++i) vocab[words[i]] = i;
-  return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}, {"ignore_merges", true}}},
+  return {{"model",
+           {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}, {"ignore_merges", true}}},
           {"pre_tokenizer", pre_tokenizer}};
 }
 
 TEST(TokenizerPreTokenizer, SplitBehaviors) {
   const std::vector<std::string> words = {"a", "b", "c", "-", "--", "a-", "b-", "-b", "-c"};
   auto split = [&](const char* behavior, bool invert = false) {
-    HfTokenizer t(word_doc({{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior},
+    HfTokenizer t(word_doc({{"type", "Split"},
+                            {"pattern", {{"String", "-"}}},
+                            {"behavior", behavior},
                             {"invert", invert}},
                            words));
     return tokens_of(t, t.encode("a-b--c"));
@@ -213,7 +222,11 @@ TEST(TokenizerAddedTokens, LongestMatchStripAndSingleWord) {
       {{"id", 300}, {"content", "<a>"}, {"special", true}},
       {{"id", 301}, {"content", "<a><b>"}, {"special", true}},
       {{"id", 302}, {"content", "<mask>"}, {"special", true}, {"lstrip", true}, {"rstrip", true}},
-      {{"id", 303}, {"content", "cat"}, {"special", false}, {"single_word", true}, {"normalized", false}},
+      {{"id", 303},
+       {"content", "cat"},
+       {"special", false},
+       {"single_word", true},
+       {"normalized", false}},
   });
   HfTokenizer t(byte_level_doc({}, added));
   const auto ids = [&](const std::string& text) { return t.encode(text); };
@@ -243,8 +256,9 @@ TEST(TokenizerPostProcessor, TemplateAddsBosAndEos) {
       {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
                               {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
                               {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}})},
-      {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {256}}, {"tokens", {"<s>"}}}},
-                          {"</s>", {{"id", "</s>"}, {"ids", {257}}, {"tokens", {"</s>"}}}}}}};
+      {"special_tokens",
+       {{"<s>", {{"id", "<s>"}, {"ids", {256}}, {"tokens", {"<s>"}}}},
+        {"</s>", {{"id", "</s>"}, {"ids", {257}}, {"tokens", {"</s>"}}}}}}};
   HfTokenizer t(doc);
   EXPECT_EQ(t.encode("a", true), (std::vector<TokenId>{256, 'a', 257}));
   EXPECT_EQ(t.encode("a", false), std::vector<TokenId>{'a'});
@@ -285,7 +299,8 @@ TEST(TokenizerStreamingDecoder, LongStreamsStayLinear) {
   std::string out;
   for (TokenId id : ids) out += stream.push(id);
   out += stream.flush();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(out, text);
   // Re-decoding everything on each push would take minutes here.
   EXPECT_LT(seconds, 5.0);
@@ -378,7 +393,8 @@ TEST_F(TokenizerLoadTest, EosAndBosFromConfigFiles) {
   write("tokenizer.json", byte_level_doc({}, added).dump());
   write("generation_config.json", R"({"eos_token_id": [258, 257], "bos_token_id": 256})");
   write("config.json", R"({"eos_token_id": 257, "bos_token_id": 256})");
-  write("tokenizer_config.json", R"({"eos_token": {"content": "<|end|>"}, "bos_token": "<|begin|>"})");
+  write("tokenizer_config.json",
+        R"({"eos_token": {"content": "<|end|>"}, "bos_token": "<|begin|>"})");
   const auto t = Tokenizer::load(dir_.string());
   EXPECT_EQ(t->eos_ids(), (std::vector<TokenId>{258, 257}));
   EXPECT_EQ(t->bos_id(), 256);

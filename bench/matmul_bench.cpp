@@ -1,0 +1,56 @@
+// Decoding-shaped linear layers: kernels/matmul vs at::linear, y[m, n] = x[m, k] w[n, k]^T.
+//
+// Shapes (k -> n): Qwen3-0.6B's 1024 -> 3072 (gate/up), 3072 -> 1024 (down), 1024 -> 151936
+// (lm_head), and the default small model's 256 -> 768. m = 1, 2, 4, 8, 16 rows (decode steps,
+// batched sequences). bytes_per_second counts the weight matrix plus x and y once per call: for
+// these shapes the weights dominate, so it is the achieved weight-streaming rate.
+// Threads: LibTorch's default (one per core), shared by both implementations.
+//
+//   build-kern/dspark_bench --benchmark_filter=Matmul
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include "kernels/matmul.h"
+
+namespace {
+
+enum class Impl { Kernel, Torch };
+
+template <Impl impl, c10::ScalarType dtype>
+void BM_Matmul(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  torch::manual_seed(0);
+  at::Tensor x = torch::randn({m, k}).to(dtype);  // [m, k]
+  at::Tensor w = torch::randn({n, k}).to(dtype);  // [n, k]
+  at::Tensor xf = x.to(torch::kFloat32).contiguous();
+  at::Tensor y = torch::empty({m, n});
+  torch::NoGradGuard no_grad;
+  for (auto _ : state) {
+    if constexpr (impl == Impl::Torch) {
+      benchmark::DoNotOptimize(at::linear(x, w));
+    } else if constexpr (dtype == torch::kBFloat16) {
+      dspark::kernels::matmul_bf16(xf.data_ptr<float>(), m, k, reinterpret_cast<const uint16_t*>(w.data_ptr()), n,
+                                   y.data_ptr<float>());
+      benchmark::ClobberMemory();
+    } else {
+      dspark::kernels::matmul_f32(xf.data_ptr<float>(), m, k, w.data_ptr<float>(), n, y.data_ptr<float>());
+      benchmark::ClobberMemory();
+    }
+  }
+  const int64_t elem = dtype == torch::kBFloat16 ? 2 : 4;
+  state.SetBytesProcessed(state.iterations() * (n * k + m * k + m * n) * elem);
+  state.SetLabel(impl == Impl::Kernel ? dspark::kernels::isa_name(dspark::kernels::best_isa()) : "at::linear");
+}
+
+void Shapes(benchmark::internal::Benchmark* b) {
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{1024, 3072}, {3072, 1024}, {1024, 151936}, {256, 768}})
+    for (int64_t m : {1, 2, 4, 8, 16}) b->Args({m, k, n});
+  b->ArgNames({"m", "k", "n"})->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(BM_Matmul<Impl::Kernel, torch::kBFloat16>)->Name("Matmul/kernel/bf16")->Apply(Shapes);
+BENCHMARK(BM_Matmul<Impl::Torch, torch::kBFloat16>)->Name("Matmul/torch/bf16")->Apply(Shapes);
+BENCHMARK(BM_Matmul<Impl::Kernel, torch::kFloat32>)->Name("Matmul/kernel/f32")->Apply(Shapes);
+BENCHMARK(BM_Matmul<Impl::Torch, torch::kFloat32>)->Name("Matmul/torch/f32")->Apply(Shapes);
+
+}  // namespace
