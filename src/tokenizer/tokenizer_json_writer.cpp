@@ -3,53 +3,15 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "tokenizer/byte_level.h"
 
 namespace dspark {
-namespace {
-
-std::string utf8(uint32_t cp) {
-  std::string out;
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  }
-  return out;
-}
-
-}  // namespace
-
-const std::vector<std::string>& byte_level_alphabet() {
-  // Printable bytes map to themselves; the other 68 bytes map to U+0100 upwards, in byte order.
-  static const std::vector<std::string> alphabet = [] {
-    std::vector<std::string> table(256);
-    uint32_t next = 256;
-    for (uint32_t b = 0; b < 256; ++b) {
-      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-      table[b] = utf8(printable ? b : next++);
-    }
-    return table;
-  }();
-  return alphabet;
-}
-
-std::string byte_level_encode(const std::string& raw) {
-  std::string out;
-  for (unsigned char c : raw) out += byte_level_alphabet()[c];
-  return out;
-}
-
 std::string tokenizer_json(const ByteLevelBpe& bpe) {
   using json = nlohmann::json;
   json vocab = json::object();
-  for (size_t i = 0; i < bpe.tokens.size(); ++i) vocab[byte_level_encode(bpe.tokens[i])] = i;
+  for (size_t i = 0; i < bpe.tokens.size(); ++i) vocab[byte_level::encode(bpe.tokens[i])] = i;
   json merges = json::array();
-  for (const auto& [a, b] : bpe.merges) merges.push_back(byte_level_encode(a) + " " + byte_level_encode(b));
+  for (const auto& [a, b] : bpe.merges) merges.push_back(byte_level::encode(a) + " " + byte_level::encode(b));
   json added = json::array();
   for (size_t i = 0; i < bpe.special_tokens.size(); ++i)
     added.push_back({{"id", bpe.tokens.size() + i}, {"content", bpe.special_tokens[i]},

@@ -17,11 +17,6 @@ struct ByteLevelBpe {
   std::vector<std::string> special_tokens;
 };
 
-// The GPT-2 byte -> printable code point mapping, as UTF-8 strings (index = byte value).
-const std::vector<std::string>& byte_level_alphabet();
-// Raw bytes -> the printable form tokenizer.json stores.
-std::string byte_level_encode(const std::string& raw);
-
 std::string tokenizer_json(const ByteLevelBpe& bpe);
 void write_tokenizer_json(const std::string& path, const ByteLevelBpe& bpe);  // atomic
 
