@@ -13,7 +13,7 @@ namespace dspark::cli {
 
 void RuntimeArgs::add_to(CLI::App* app) {
   app->add_option("-t,--threads", threads, "CPU threads for LibTorch (default: all cores)");
-  app->add_option("--dtype", dtype, "compute dtype: f32, bf16 or f16 (default: as stored)");
+  app->add_option("--dtype", dtype, "compute dtype: f32, bf16, f16 or auto (default auto: f32 on CPU, as stored on GPU)");
   app->add_option("--device", device, "cpu or cuda[:N]");
 }
 

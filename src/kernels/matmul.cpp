@@ -218,8 +218,10 @@ Path<float, WT> avx2_path() {
 
 DSPARK_AVX512 inline __m512 avx512_load16(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
 DSPARK_AVX512 inline __m512 avx512_load16(const uint16_t* p, __mmask16 mask) {
-  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  // bf16 -> f32: zero-extend to 32 bits and move into the upper half. (maskz_ forms: the plain ones
+  // trip GCC 12's -Wmaybe-uninitialized through their _mm512_undefined operand.)
+  const __m512i wide = _mm512_maskz_cvtepu16_epi32(mask, _mm256_maskz_loadu_epi16(mask, p));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(mask, wide, 16));
 }
 
 // One 16-wide step of k for all MR x NR accumulators (masked for the tail).
@@ -238,6 +240,17 @@ DSPARK_AVX512 __attribute__((always_inline)) inline void avx512_step(__m512 (&ac
   }
 }
 
+// Horizontal sum of 16 lanes, written with GCC vector shuffles: GCC 12's _mm512_reduce_add_ps and
+// the shuffle intrinsics it is built from trip -Wuninitialized (their _mm512_undefined_ps operand).
+DSPARK_AVX512 inline float avx512_sum(__m512 v) {
+  using Index = int __attribute__((vector_size(64)));
+  v += __builtin_shuffle(v, Index{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
+  v += __builtin_shuffle(v, Index{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
+  v += __builtin_shuffle(v, Index{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+  v += __builtin_shuffle(v, Index{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
+  return v[0];
+}
+
 template <int MR, int NR, class WT>
 DSPARK_AVX512 void avx512_block(const float* x, int64_t ldx, int64_t k, const WT* w, int64_t ldw, float* y,
                                 int64_t ldy) {
@@ -252,7 +265,7 @@ DSPARK_AVX512 void avx512_block(const float* x, int64_t ldx, int64_t k, const WT
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) y[i * ldy + j] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int j = 0; j < NR; ++j) y[i * ldy + j] = avx512_sum(acc[i][j]);
 }
 
 template <class WT>
@@ -309,7 +322,7 @@ DSPARK_AVX512BF16 void bf16dp_block(const uint16_t* xb, int64_t ldxb, int64_t k,
 #pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) y[i * ldy + j] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int j = 0; j < NR; ++j) y[i * ldy + j] = avx512_sum(acc[i][j]);
 }
 
 Path<uint16_t, uint16_t> bf16dp_path() {

@@ -104,8 +104,12 @@ std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const Loa
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) fail("model directory '{}' does not exist", dir);
   ModelConfig config = load_model_config(dir);
-  c10::ScalarType dtype = parse_dtype(options.dtype.empty() ? config.torch_dtype : options.dtype);
   c10::Device device(options.device);
+  // Default compute dtype: as stored on GPUs; float32 on CPU, where LibTorch 1.13's bf16 kernels
+  // are measured 50x slower than float32 for decoding (docs/BENCHMARKS.md).
+  std::string dtype_name = options.dtype;
+  if (dtype_name.empty() || dtype_name == "auto") dtype_name = device.is_cpu() ? "float32" : config.torch_dtype;
+  c10::ScalarType dtype = parse_dtype(dtype_name);
   if (device.is_cuda() && !torch::cuda::is_available())
     fail("device '{}' requested but this LibTorch build has no CUDA device", options.device);
   ModelWeights weights = load_weights(config, dir, dtype);

@@ -40,7 +40,7 @@ struct ChunkOutput {
 };
 
 struct LoadOptions {
-  std::string dtype;  // "" = as stored in config.json (torch_dtype), else f32 / bf16 / f16
+  std::string dtype;  // "" or "auto": float32 on CPU, as stored (torch_dtype) on GPU; else f32 / bf16 / f16
   std::string device = "cpu";
 };
 
