@@ -29,5 +29,7 @@ Command add_perplexity(CLI::App& root);
 Command add_inspect(CLI::App& root);
 Command add_init_random(CLI::App& root);
 Command add_profile(CLI::App& root);
+Command add_train_tokenizer(CLI::App& root);
+Command add_train_lm(CLI::App& root);
 
 }  // namespace dspark::cli

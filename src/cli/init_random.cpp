@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "io/atomic_file.h"
 #include "model/config.h"
+#include "model/model_dir.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer_json_writer.h"
 #include "util/error.h"
@@ -33,7 +34,6 @@ int run_init_random(const InitRandomArgs& args) {
   fs::create_directories(args.out_dir);
 
   json config_json = json::parse(text);
-  config_json["torch_dtype"] = dtype_to_hf(dtype);
 
   // A tokenizer: copied from --tokenizer, or the 256 single bytes + <|endoftext|> (the rest of
   // the vocabulary is never produced by encoding, but the model can still emit those ids).
@@ -56,13 +56,8 @@ int run_init_random(const InitRandomArgs& args) {
     config_json["eos_token_id"] = 256;
     config_json.erase("bos_token_id");
   }
-  io::write_text_atomic((fs::path(args.out_dir) / "config.json").string(), config_json.dump(2) + "\n");
-  json generation = {{"do_sample", false}};
-  if (config_json.contains("eos_token_id")) generation["eos_token_id"] = config_json["eos_token_id"];
-  io::write_text_atomic((fs::path(args.out_dir) / "generation_config.json").string(), generation.dump(2) + "\n");
-
   ModelWeights weights = random_weights(config, dtype, args.seed);
-  save_weights(weights, args.out_dir, dtype, size_t(args.shard_mb) << 20);
+  write_model_dir(args.out_dir, config_json, weights, dtype, size_t(args.shard_mb) << 20);
   std::cerr << fmt::format("wrote {} ({}, {:.1f} M parameters, {}) to {}\n", config.architecture_name,
                            args.config_path, config.parameter_count() / 1e6, dtype_to_hf(dtype), args.out_dir);
   return 0;

@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
       dspark::cli::add_inspect(app),
       dspark::cli::add_init_random(app),
       dspark::cli::add_profile(app),
+      dspark::cli::add_train_tokenizer(app),
+      dspark::cli::add_train_lm(app),
   };
   try {
     app.parse(argc, argv);

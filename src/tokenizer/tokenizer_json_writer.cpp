@@ -6,6 +6,15 @@
 #include "tokenizer/byte_level.h"
 
 namespace dspark {
+const std::string& byte_level_split_pattern() {
+  // The Qwen2 / GPT-4 style split: contractions, letters, single digits, punctuation runs,
+  // newlines, and whitespace that is not followed by a non-space.
+  static const std::string pattern =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  return pattern;
+}
+
 std::string tokenizer_json(const ByteLevelBpe& bpe) {
   using json = nlohmann::json;
   json vocab = json::object();
@@ -17,11 +26,7 @@ std::string tokenizer_json(const ByteLevelBpe& bpe) {
     added.push_back({{"id", bpe.tokens.size() + i}, {"content", bpe.special_tokens[i]},
                      {"single_word", false}, {"lstrip", false}, {"rstrip", false},
                      {"normalized", false}, {"special", true}});
-  // The Qwen2 / GPT-4 style split: contractions, letters, single digits, punctuation runs,
-  // newlines, and whitespace that is not followed by a non-space.
-  const std::string pattern =
-      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  const std::string pattern = byte_level_split_pattern();
   json tok = {
       {"version", "1.0"},
       {"truncation", nullptr},

@@ -17,6 +17,9 @@ struct ByteLevelBpe {
   std::vector<std::string> special_tokens;
 };
 
+// The pre-tokenizer's split regex; a BPE trainer must split words the same way.
+const std::string& byte_level_split_pattern();
+
 std::string tokenizer_json(const ByteLevelBpe& bpe);
 void write_tokenizer_json(const std::string& path, const ByteLevelBpe& bpe);  // atomic
 
