@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 WORK=${1:-build/default-model}
 OUT=${2:-models/default}
 PYLIB=${PYLIB:-/usr/lib/python3.11}
-STEPS=${STEPS:-900}
+STEPS=${STEPS:-450}
+THREADS=${THREADS:-0}
 DSPARK=${DSPARK:-build/dspark}
 
 # Held-out modules (whole files or packages, relative to the standard library root).
@@ -52,7 +53,7 @@ RESUME=()
 [ -f "$WORK/lm/train/train_state.safetensors" ] && RESUME=(--resume)
 "$DSPARK" train-lm --config configs/default-model.config.json --tokenizer "$WORK/tokenizer" \
   --corpus "$WORK/corpus/train" --valid "$WORK/corpus/valid" --ext .py --out "$WORK/lm" \
-  --steps "$STEPS" --seq-len 256 --batch-size 16 --lr 2e-3 --seed 0 --eval-windows 128 "${RESUME[@]}"
+  --steps "$STEPS" --seq-len 256 --batch-size 16 --lr 2e-3 --seed 0 --eval-windows 128 --threads "$THREADS" "${RESUME[@]}"
 
 # Ship: the exported HF files only (not the training state).
 mkdir -p "$OUT"

@@ -31,5 +31,7 @@ Command add_init_random(CLI::App& root);
 Command add_profile(CLI::App& root);
 Command add_train_tokenizer(CLI::App& root);
 Command add_train_lm(CLI::App& root);
+Command add_regen(CLI::App& root);
+Command add_train_drafter(CLI::App& root);
 
 }  // namespace dspark::cli

@@ -5,7 +5,9 @@
 
 #include "cli/command.h"
 #include "cli/model_args.h"
-#include "generation/autoregressive.h"
+#include "drafter/dspark_drafter.h"
+#include "spec/dspark_source.h"
+#include "spec/speculative.h"
 #include "util/error.h"
 
 namespace dspark::cli {
@@ -18,6 +20,10 @@ struct GenerateArgs {
   int64_t max_new = 128;
   SamplingParams sampling;
   bool json = false;
+  std::string drafter_dir;
+  int64_t gamma = 0;
+  std::string verify = "fixed";
+  double conf_min = 0.5;
   RuntimeArgs runtime;
 };
 
@@ -39,31 +45,50 @@ int run_generate(const GenerateArgs& args) {
     if (std::find(loaded.eos_ids.begin(), loaded.eos_ids.end(), token) != loaded.eos_ids.end()) return;
     std::cout << stream.push(TokenId(token)) << std::flush;
   };
-  GenerationResult result = generate_autoregressive(*loaded.model, prompt, args.max_new, args.sampling,
-                                                    loaded.eos_ids, on_token);
+  std::unique_ptr<Drafter> drafter;
+  if (!args.drafter_dir.empty())
+    drafter = std::make_unique<DSparkSource>(std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(args.drafter_dir, *loaded.model)),
+                                             *loaded.model);
+  SpecOptions spec;
+  spec.max_new_tokens = args.max_new;
+  spec.gamma = args.gamma;
+  spec.sampling = args.sampling;
+  spec.eos_ids = loaded.eos_ids;
+  spec.verify = parse_verify_mode(args.verify);
+  spec.conf_min = args.conf_min;
+  SpecResult result = generate_speculative(*loaded.model, drafter.get(), prompt, spec, on_token);
+  const SpecStats& stats = result.stats;
   std::vector<TokenId> shown;
   for (int64_t t : result.tokens)
     if (std::find(loaded.eos_ids.begin(), loaded.eos_ids.end(), t) == loaded.eos_ids.end()) shown.push_back(TokenId(t));
-  const double seconds = result.prefill_seconds + result.decode_seconds;
+  const double seconds = stats.seconds;
+  const double decode_seconds = stats.seconds - stats.prefill_seconds;
   const int64_t n = int64_t(result.tokens.size());
   // Decode speed excludes the first token, whose cost is the prefill.
-  const double tps = n > 1 && result.decode_seconds > 0 ? double(n - 1) / result.decode_seconds : 0.0;
+  const double tps = n > 1 && decode_seconds > 0 ? double(n - 1) / decode_seconds : 0.0;
   if (args.json) {
     nlohmann::json out = {
         {"text", loaded.tokenizer->decode(shown, /*skip_special=*/false)},
         {"tokens", result.tokens},
-        {"n_prompt", result.n_prompt},
+        {"n_prompt", prompt.size()},
         {"n_generated", n},
         {"hit_eos", result.hit_eos},
         {"seconds", seconds},
-        {"prefill_seconds", result.prefill_seconds},
+        {"prefill_seconds", stats.prefill_seconds},
         {"tokens_per_second", tps},
+        {"drafter", drafter ? args.drafter_dir : std::string("none")},
+        {"steps", stats.steps},
+        {"tau", stats.tau()},
+        {"n_drafted", stats.n_drafted},
+        {"n_accepted", stats.n_accepted},
+        {"acceptance_per_position", stats.acceptance_per_position()},
     };
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::cout << stream.flush() << "\n";
-    std::cerr << fmt::format("[{} prompt tokens, {} generated, {:.2f} s, {:.1f} tokens/s]\n",
-                             result.n_prompt, n, seconds, tps);
+    std::cerr << fmt::format("[{} prompt tokens, {} generated, {:.2f} s, {:.1f} tokens/s", prompt.size(), n, seconds, tps);
+    if (drafter) std::cerr << fmt::format(", tau {:.2f} over {} verify steps", stats.tau(), stats.steps);
+    std::cerr << "]\n";
   }
   return 0;
 }
@@ -81,6 +106,10 @@ Command add_generate(CLI::App& root) {
   app->add_option("--top-k", args->sampling.top_k, "top-k (0 = off)");
   app->add_option("--top-p", args->sampling.top_p, "top-p (1 = off)");
   app->add_option("--seed", args->sampling.seed, "random seed");
+  app->add_option("-d,--drafter", args->drafter_dir, "DSpark / DFlash drafter directory (speculative decoding)");
+  app->add_option("--gamma", args->gamma, "draft tokens per verify step (default: the drafter's block size)");
+  app->add_option("--verify", args->verify, "fixed | threshold");
+  app->add_option("--conf-min", args->conf_min, "threshold mode: cut drafts at the first confidence below this");
   app->add_flag("--json", args->json, "print one JSON object instead of streaming text");
   args->runtime.add_to(app);
   return {app, [args] { return run_generate(*args); }};

@@ -36,6 +36,8 @@ int main(int argc, char** argv) {
       dspark::cli::add_profile(app),
       dspark::cli::add_train_tokenizer(app),
       dspark::cli::add_train_lm(app),
+      dspark::cli::add_regen(app),
+      dspark::cli::add_train_drafter(app),
   };
   try {
     app.parse(argc, argv);

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "kernels/matmul.h"
+#include "model/ops.h"
 #include "model/rope.h"
 #include "util/error.h"
 
@@ -21,64 +21,6 @@ struct Transformer::Segment {
 };
 
 namespace {
-
-// RMSNorm over the last dim in float32. Llama/Qwen: w * normed (cast back first), Gemma: normed *
-// (1 + w) in float32, then cast (the order HF uses, so bf16 results match).
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, bool gemma) {
-  at::Tensor xf = x.to(torch::kFloat32);
-  at::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
-  if (gemma) return (normed * (1.0 + w.to(torch::kFloat32))).to(x.scalar_type());
-  return w * normed.to(x.scalar_type());
-}
-
-// Rows up to which dense() uses the decoding kernels (bench/matmul_bench.cpp: with more rows,
-// LibTorch's blocked GEMM catches up).
-constexpr int64_t kKernelMaxRows = 16;
-
-// DSPARK_DISABLE_KERNELS=1 forces at::linear everywhere (for A/B comparisons).
-bool kernels_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("DSPARK_DISABLE_KERNELS");
-    return !(v && *v && std::string(v) != "0");
-  }();
-  return enabled;
-}
-
-// y = x w^T + b for x [..., k], w [n, k], b [n]. Few rows (decoding) on CPU with bf16/f32 weights
-// go to kernels/matmul (LibTorch 1.13 is far from the memory-bandwidth bound there); anything
-// else, and anything autograd must see, goes to at::linear. The kernel accumulates in f32 and
-// the result is rounded once to x's dtype, as at::linear does.
-at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}) {
-  const auto dtype = w.scalar_type();
-  const int64_t k = w.dim() == 2 ? w.size(1) : -1;
-  const bool needs_grad = at::GradMode::is_enabled() &&
-                          (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
-  if (kernels_enabled() && !needs_grad && x.device().is_cpu() && w.device().is_cpu() && w.dim() == 2 &&
-      w.is_contiguous() && (dtype == torch::kBFloat16 || dtype == torch::kFloat32) &&
-      x.scalar_type() == dtype && x.dim() >= 1 && x.size(-1) == k && k > 0 &&
-      x.numel() / k <= kKernelMaxRows && x.numel() > 0 && (!b.defined() || b.device().is_cpu())) {
-    const int64_t rows = x.numel() / k, n = w.size(0);
-    at::Tensor xf = x.reshape({rows, k}).to(torch::kFloat32).contiguous();  // [rows, k]
-    at::Tensor y = torch::empty({rows, n}, x.options().dtype(torch::kFloat32));  // [rows, n]
-    if (dtype == torch::kBFloat16)
-      kernels::matmul_bf16(xf.data_ptr<float>(), rows, k, reinterpret_cast<const uint16_t*>(w.data_ptr()), n,
-                           y.data_ptr<float>());
-    else
-      kernels::matmul_f32(xf.data_ptr<float>(), rows, k, w.data_ptr<float>(), n, y.data_ptr<float>());
-    if (b.defined()) y.add_(b.to(torch::kFloat32));
-    std::vector<int64_t> shape = x.sizes().vec();
-    shape.back() = n;
-    return y.to(x.scalar_type()).view(shape);
-  }
-  return at::linear(x, w, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt);
-}
-
-at::Tensor activation(const at::Tensor& x, Activation kind) {
-  if (kind == Activation::GeluTanh) return torch::gelu(x, "tanh");
-  return torch::silu(x);
-}
-
-at::Tensor softcap(const at::Tensor& x, double cap) { return torch::tanh(x / cap) * cap; }
 
 // Visibility of keys (positions 0..S-1) from queries at positions position0 .. position0+T-1:
 // causal, and within the last `window` positions for sliding layers. [T, S] bool.

@@ -1,0 +1,81 @@
+// dspark train: trains a DSpark (or DFlash) drafter for a frozen target on regenerated data.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/model_args.h"
+#include "io/atomic_file.h"
+#include "train/drafter_trainer.h"
+#include "util/error.h"
+
+namespace dspark::cli {
+namespace {
+
+struct TrainDrafterArgs {
+  std::string target_dir;
+  std::string config_path;
+  DrafterTrainOptions train;
+  bool dflash = false;
+  int64_t block_size = 0;
+  std::string markov;
+  std::string context;
+  RuntimeArgs runtime;
+};
+
+int run_train_drafter(TrainDrafterArgs args) {
+  LoadedModel loaded = load_model_dir(args.target_dir, args.runtime);
+  DrafterTrainOptions& o = args.train;
+  o.eos_ids = loaded.eos_ids;
+  if (!args.config_path.empty())
+    o.config = dspark_config_from_json(nlohmann::json::parse(io::read_text_file(args.config_path), nullptr, false),
+                                       args.config_path);
+  if (args.block_size > 0) o.config.block_size = args.block_size;
+  if (!args.markov.empty()) o.config.markov = parse_markov_kind(args.markov);
+  if (!args.context.empty()) o.config.context = parse_context_mode(args.context);
+  if (args.dflash) {
+    // The DFlash baseline: the same backbone, no Markov head, no confidence head, CE only.
+    o.config.markov = MarkovKind::None;
+    o.config.confidence = false;
+    o.loss = DSparkLossWeights::dflash();
+  }
+  if (o.config.target_layers.empty() && o.config.context == ContextMode::Layers)
+    o.config.target_layers = DSparkConfig::dflash_layers(loaded.model->config().num_layers);
+  const DrafterTrainResult r = train_drafter(*loaded.model, o);
+  std::cout << fmt::format("step {}/{}  loss {:.4f}  held-out tau_probabilistic {:.3f}  live greedy tau {:.3f}\n", r.step,
+                           r.total_steps, r.train_loss, r.eval.tau_probabilistic, r.eval.live_tau);
+  return 0;
+}
+
+}  // namespace
+
+Command add_train_drafter(CLI::App& root) {
+  auto args = std::make_shared<TrainDrafterArgs>();
+  DrafterTrainOptions& o = args->train;
+  CLI::App* app = root.add_subcommand("train", "train a DSpark / DFlash drafter for a target");
+  app->add_option("--target", args->target_dir, "target model directory")->required();
+  app->add_option("--data", o.data_dir, "regenerated data directory (dspark regen)")->required();
+  app->add_option("--out", o.out_dir, "drafter output directory")->required();
+  app->add_option("--config", args->config_path, "drafter config JSON (see docs/drafter.md)");
+  app->add_flag("--dflash", args->dflash, "train the DFlash baseline (no Markov / confidence head, CE only)");
+  app->add_option("--block-size", args->block_size, "g, draft tokens per block");
+  app->add_option("--markov", args->markov, "none | vanilla | gated | rnn");
+  app->add_option("--context", args->context, "layers | final");
+  app->add_option("--steps", o.steps, "optimizer steps");
+  app->add_option("--minutes", o.minutes, "stop this run after M minutes (resume later)");
+  app->add_option("--stop-at", o.stop_at, "stop at this step (resume later)");
+  app->add_option("--batch-size", o.batch_size, "sequences per step")->capture_default_str();
+  app->add_option("--anchors", o.anchors, "anchors per sequence")->capture_default_str();
+  app->add_option("--max-len", o.max_len, "tokens per sequence")->capture_default_str();
+  app->add_option("--lr", o.lr, "peak learning rate")->capture_default_str();
+  app->add_option("--warmup", o.warmup_steps, "warmup steps (-1: 4%)")->capture_default_str();
+  app->add_option("--seed", o.seed, "seed")->capture_default_str();
+  app->add_option("--eval-every", o.eval_every, "steps between evaluations (0: 5 per run)");
+  app->add_option("--eval-samples", o.eval_samples, "held-out sequences")->capture_default_str();
+  app->add_option("--live-prompts", o.live_eval_prompts, "held-out prompts decoded live")->capture_default_str();
+  app->add_option("--checkpoint-minutes", o.checkpoint_minutes, "minutes between checkpoints")->capture_default_str();
+  app->add_flag("--resume", o.resume, "continue the run in --out");
+  args->runtime.add_to(app);
+  return {app, [args] { return run_train_drafter(*args); }};
+}
+
+}  // namespace dspark::cli

@@ -1,0 +1,137 @@
+#include "drafter/dspark_config.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "model/transformer.h"
+#include "util/error.h"
+
+namespace dspark {
+using json = nlohmann::json;
+
+void DSparkConfig::validate() const {
+  if (block_size < 1 || block_size > 64) fail("drafter block_size {} must be in 1..64", block_size);
+  if (width < 1 || num_layers < 1 || num_heads < 1 || head_dim < 2 || head_dim % 2 || ffn_size < 1)
+    fail("drafter sizes must be positive (head_dim even): width {}, layers {}, heads {}, head_dim {}, ffn {}", width,
+         num_layers, num_heads, head_dim, ffn_size);
+  if (markov != MarkovKind::None && markov_rank < 1) fail("markov_rank must be >= 1 with a Markov head");
+  if (context == ContextMode::Layers && target_layers.empty()) fail("context mode 'layers' needs target_layers");
+}
+
+std::vector<int64_t> DSparkConfig::dflash_layers(int64_t target_layers, int64_t count) {
+  const int64_t first = 1, last = std::max<int64_t>(1, target_layers - 3);
+  const int64_t n = std::min(count, last - first + 1);
+  std::vector<int64_t> layers;
+  for (int64_t i = 0; i < n; ++i)
+    layers.push_back(n == 1 ? first : first + int64_t(std::lround(double(i) * double(last - first) / double(n - 1))));
+  if (target_layers <= 1) layers = {0};
+  return layers;
+}
+
+TargetIdentity TargetIdentity::of(Transformer& target) {
+  const ModelConfig& c = target.config();
+  TargetIdentity id;
+  id.architecture = c.architecture_name;
+  id.vocab_size = c.vocab_size;
+  id.hidden_size = c.hidden_size;
+  id.num_layers = c.num_layers;
+  // A sample of rows of the embedding and the head, rounded to bf16, so the fingerprint is the
+  // same whatever dtype the target is loaded in.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const at::Tensor& w) {
+    const int64_t stride = std::max<int64_t>(1, w.size(0) / 512);
+    at::Tensor rows = w.detach().index({torch::indexing::Slice(0, torch::indexing::None, stride)})
+                          .to(torch::kCPU).to(torch::kBFloat16).contiguous();
+    const auto* p = reinterpret_cast<const uint8_t*>(rows.data_ptr());
+    for (int64_t i = 0; i < rows.nbytes(); ++i) {
+      h ^= p[i];
+      h *= 1099511628211ull;
+    }
+  };
+  mix(target.weights().embed);
+  if (target.weights().lm_head.defined()) mix(target.weights().lm_head);
+  id.fingerprint = fmt::format("{:016x}", h);
+  return id;
+}
+
+const char* markov_kind_name(MarkovKind kind) {
+  switch (kind) {
+    case MarkovKind::None: return "none";
+    case MarkovKind::Vanilla: return "vanilla";
+    case MarkovKind::Gated: return "gated";
+    case MarkovKind::Rnn: return "rnn";
+  }
+  return "?";
+}
+
+MarkovKind parse_markov_kind(const std::string& name) {
+  if (name == "none") return MarkovKind::None;
+  if (name == "vanilla") return MarkovKind::Vanilla;
+  if (name == "gated") return MarkovKind::Gated;
+  if (name == "rnn") return MarkovKind::Rnn;
+  fail("unknown Markov head '{}' (want none, vanilla, gated or rnn)", name);
+}
+
+const char* context_mode_name(ContextMode mode) { return mode == ContextMode::Final ? "final" : "layers"; }
+
+ContextMode parse_context_mode(const std::string& name) {
+  if (name == "final") return ContextMode::Final;
+  if (name == "layers") return ContextMode::Layers;
+  fail("unknown context mode '{}' (want final or layers)", name);
+}
+
+json to_json(const DSparkConfig& c) {
+  return {{"block_size", c.block_size}, {"width", c.width}, {"num_layers", c.num_layers},
+          {"num_heads", c.num_heads}, {"head_dim", c.head_dim}, {"ffn_size", c.ffn_size},
+          {"markov", markov_kind_name(c.markov)}, {"markov_rank", c.markov_rank},
+          {"confidence", c.confidence}, {"context", context_mode_name(c.context)},
+          {"target_layers", c.target_layers}, {"rope_theta", c.rope_theta},
+          {"rms_norm_eps", c.rms_norm_eps}, {"init_std", c.init_std}};
+}
+
+DSparkConfig dspark_config_from_json(const json& j, const std::string& source) {
+  if (!j.is_object()) fail("{}: drafter config must be a JSON object", source);
+  DSparkConfig c;
+  try {
+    c.block_size = j.value("block_size", c.block_size);
+    c.width = j.value("width", c.width);
+    c.num_layers = j.value("num_layers", c.num_layers);
+    c.num_heads = j.value("num_heads", c.num_heads);
+    c.head_dim = j.value("head_dim", c.head_dim);
+    c.ffn_size = j.value("ffn_size", c.ffn_size);
+    c.markov = parse_markov_kind(j.value("markov", std::string(markov_kind_name(c.markov))));
+    c.markov_rank = j.value("markov_rank", c.markov_rank);
+    c.confidence = j.value("confidence", c.confidence);
+    c.context = parse_context_mode(j.value("context", std::string(context_mode_name(c.context))));
+    c.target_layers = j.value("target_layers", c.target_layers);
+    c.rope_theta = j.value("rope_theta", c.rope_theta);
+    c.rms_norm_eps = j.value("rms_norm_eps", c.rms_norm_eps);
+    c.init_std = j.value("init_std", c.init_std);
+  } catch (const json::exception& e) {
+    fail("{}: bad drafter config: {}", source, e.what());
+  }
+  return c;
+}
+
+json to_json(const TargetIdentity& t) {
+  return {{"architecture", t.architecture}, {"vocab_size", t.vocab_size}, {"hidden_size", t.hidden_size},
+          {"num_layers", t.num_layers}, {"fingerprint", t.fingerprint}};
+}
+
+TargetIdentity target_identity_from_json(const json& j, const std::string& source) {
+  TargetIdentity t;
+  try {
+    t.architecture = j.at("architecture").get<std::string>();
+    t.vocab_size = j.at("vocab_size").get<int64_t>();
+    t.hidden_size = j.at("hidden_size").get<int64_t>();
+    t.num_layers = j.at("num_layers").get<int64_t>();
+    t.fingerprint = j.at("fingerprint").get<std::string>();
+  } catch (const json::exception& e) {
+    fail("{}: bad target identity: {}", source, e.what());
+  }
+  return t;
+}
+
+}  // namespace dspark

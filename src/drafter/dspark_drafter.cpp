@@ -1,0 +1,388 @@
+#include "drafter/dspark_drafter.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "model/ops.h"
+#include "model/rope.h"
+#include "util/error.h"
+
+namespace dspark {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using torch::indexing::Slice;
+
+namespace {
+constexpr int kFormatVersion = 1;
+constexpr const char* kKind = "dspark-drafter";
+constexpr const char* kTensorStem = "drafter";
+
+std::string layer_name(int64_t i, const char* what) { return fmt::format("layers.{}.{}", i, what); }
+}  // namespace
+
+DSparkDrafter::DSparkDrafter(DSparkConfig config, TargetIdentity target, uint64_t seed)
+    : config_(std::move(config)), target_(std::move(target)) {
+  config_.validate();
+  const auto& c = config_;
+  const int64_t d = c.width, H = target_.hidden_size, V = target_.vocab_size, r = c.markov_rank;
+  const int64_t qd = c.num_heads * c.head_dim;
+  for (int64_t l : c.target_layers)
+    if (c.context == ContextMode::Layers && (l < 0 || l >= target_.num_layers))
+      fail("drafter target layer {} is outside the target's {} layers", l, target_.num_layers);
+  torch::manual_seed(seed);
+  auto normal = [&](std::vector<int64_t> shape) { return torch::randn(shape) * c.init_std; };
+  auto add = [&](const std::string& name, at::Tensor t) {
+    names_.push_back(name);
+    params_[name] = t.to(torch::kFloat32).contiguous();
+  };
+  add("ctx.proj", normal({d, feature_width()}));
+  add("ctx.norm", torch::ones({d}));
+  add("embed.proj", normal({d, H}));
+  add("mask", normal({d}));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    add(layer_name(i, "attn_norm"), torch::ones({d}));
+    add(layer_name(i, "q_proj"), normal({qd, d}));
+    add(layer_name(i, "k_proj"), normal({qd, d}));
+    add(layer_name(i, "v_proj"), normal({qd, d}));
+    add(layer_name(i, "q_norm"), torch::ones({c.head_dim}));
+    add(layer_name(i, "k_norm"), torch::ones({c.head_dim}));
+    add(layer_name(i, "o_proj"), normal({d, qd}));
+    add(layer_name(i, "ffn_norm"), torch::ones({d}));
+    add(layer_name(i, "gate_proj"), normal({c.ffn_size, d}));
+    add(layer_name(i, "up_proj"), normal({c.ffn_size, d}));
+    add(layer_name(i, "down_proj"), normal({d, c.ffn_size}));
+  }
+  add("out.norm", torch::ones({d}));
+  add("out.proj", normal({H, d}));
+  if (c.markov != MarkovKind::None) {
+    add("markov.w1", normal({V, r}));
+    add("markov.w2", torch::zeros({V, r}));  // B = W1[x] W2^T starts at 0: exactly DFlash
+    if (c.markov == MarkovKind::Gated) {
+      add("markov.gate.weight", normal({r, d + r}));
+      add("markov.gate.bias", torch::zeros({r}));
+    } else if (c.markov == MarkovKind::Rnn) {
+      add("markov.rnn.weight", normal({r, 2 * r + d}));
+    }
+  }
+  if (c.confidence) {
+    add("conf.weight", torch::zeros({1, d + (c.markov != MarkovKind::None ? r : 0)}));
+    add("conf.bias", torch::zeros({1}));
+  }
+  inv_freq_ = rope_inverse_frequencies(c.head_dim, c.rope_theta, RopeScaling{});
+}
+
+at::Tensor& DSparkDrafter::param(const std::string& name) const {
+  auto it = params_.find(name);
+  if (it == params_.end()) fail("drafter has no parameter {}", name);
+  return it->second;
+}
+
+NamedParameters DSparkDrafter::named_parameters() const {
+  NamedParameters out;
+  for (const auto& n : names_) out.emplace_back(n, params_.at(n));
+  return out;
+}
+
+int64_t DSparkDrafter::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& [name, t] : params_) n += t.numel();
+  return n;
+}
+
+void DSparkDrafter::to(c10::Device device) {
+  for (auto& [name, t] : params_) {
+    const bool grad = t.requires_grad();
+    t = t.detach().to(device).requires_grad_(grad);
+  }
+  inv_freq_ = inv_freq_.to(device);
+}
+
+int64_t DSparkDrafter::feature_width() const {
+  return config_.context == ContextMode::Layers ? int64_t(config_.target_layers.size()) * target_.hidden_size
+                                                : target_.hidden_size;
+}
+
+HiddenTaps DSparkDrafter::taps() const {
+  HiddenTaps taps;
+  if (config_.context == ContextMode::Layers)
+    taps.layers = config_.target_layers;
+  else
+    taps.final_hidden = true;
+  return taps;
+}
+
+at::Tensor DSparkDrafter::features_from(const at::Tensor& hidden) const {
+  // layers: [.., m, H] -> [.., m*H]; final: [.., H] as is.
+  if (config_.context == ContextMode::Layers) return hidden.flatten(-2).to(torch::kFloat32);
+  return hidden.to(torch::kFloat32);
+}
+
+void DSparkDrafter::context_kv(const at::Tensor& features, const at::Tensor& positions, std::vector<at::Tensor>& keys,
+                               std::vector<at::Tensor>& values) const {
+  const auto& c = config_;
+  // features [B, N, F] -> rows [B, N, d]
+  const int64_t B = features.size(0), N = features.size(1);
+  at::Tensor rows = rms_norm(dense(features.to(torch::kFloat32), param("ctx.proj")), param("ctx.norm"), c.rms_norm_eps);
+  auto [cos, sin] = rope_tables(inv_freq_, positions.repeat({B}));
+  keys.clear();
+  values.clear();
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    at::Tensor k = dense(rows, param(layer_name(i, "k_proj"))).reshape({B * N, c.num_heads, c.head_dim});
+    k = apply_rope(rms_norm(k, param(layer_name(i, "k_norm")), c.rms_norm_eps), cos, sin);
+    at::Tensor v = dense(rows, param(layer_name(i, "v_proj")));
+    keys.push_back(k.view({B, N, c.num_heads, c.head_dim}).permute({0, 2, 1, 3}));                 // [B, nh, N, hd]
+    values.push_back(v.view({B, N, c.num_heads, c.head_dim}).permute({0, 2, 1, 3}));               // [B, nh, N, hd]
+  }
+}
+
+at::Tensor DSparkDrafter::backbone(const Transformer& target, const std::vector<at::Tensor>& ctx_keys,
+                                   const std::vector<at::Tensor>& ctx_values, const at::Tensor& ctx_allowed,
+                                   const at::Tensor& anchors, const at::Tensor& anchor_tokens) const {
+  const auto& c = config_;
+  const int64_t B = anchors.size(0), A = anchors.size(1), g = c.block_size, d = c.width;
+  const int64_t nh = c.num_heads, hd = c.head_dim;
+  const int64_t N = ctx_keys.empty() ? 0 : ctx_keys[0].size(2);
+  // Slot inputs [B, A, g, d]: projected anchor embedding, then the mask vector.
+  at::Tensor anchor_emb = target.embed(anchor_tokens.reshape({-1})).to(torch::kFloat32).detach();  // [B*A, H]
+  at::Tensor first = dense(anchor_emb, param("embed.proj")).view({B, A, 1, d});
+  at::Tensor x = torch::cat({first, param("mask").view({1, 1, 1, d}).expand({B, A, g - 1, d})}, 2);
+  at::Tensor positions = (anchors.unsqueeze(-1) + torch::arange(g, anchors.options())).reshape({-1});  // [B*A*g]
+  auto [cos, sin] = rope_tables(inv_freq_, positions);
+  // Context visibility as an additive mask [B, 1, A*g, N].
+  at::Tensor ctx_mask = torch::zeros({B, A, N}, x.options())
+                            .masked_fill(ctx_allowed.logical_not(), -std::numeric_limits<float>::infinity())
+                            .unsqueeze(2).expand({B, A, g, N}).reshape({B, 1, A * g, N});
+  const double scale = 1.0 / std::sqrt(double(hd));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    at::Tensor h = rms_norm(x, param(layer_name(i, "attn_norm")), c.rms_norm_eps);
+    auto heads = [&](const char* proj, const char* norm) {  // -> [B, nh, A, g, hd]
+      at::Tensor t = dense(h, param(layer_name(i, proj))).reshape({B * A * g, nh, hd});
+      if (norm) t = apply_rope(rms_norm(t, param(layer_name(i, norm)), c.rms_norm_eps), cos, sin);
+      return t.view({B, A, g, nh, hd}).permute({0, 3, 1, 2, 4});
+    };
+    at::Tensor q = heads("q_proj", "q_norm"), kb = heads("k_proj", "k_norm"), vb = heads("v_proj", nullptr);
+    // Scores against the context [B, nh, A*g, N] and within the block [B, nh, A, g, g].
+    at::Tensor s_ctx = torch::matmul(q.reshape({B, nh, A * g, hd}), ctx_keys[i].transpose(-1, -2)) * scale + ctx_mask;
+    at::Tensor s_blk = torch::matmul(q, kb.transpose(-1, -2)) * scale;
+    at::Tensor probs = torch::softmax(torch::cat({s_ctx.view({B, nh, A, g, N}), s_blk}, -1), -1);
+    at::Tensor p_ctx = probs.narrow(-1, 0, N).reshape({B, nh, A * g, N});
+    at::Tensor p_blk = probs.narrow(-1, N, g);
+    at::Tensor out = torch::matmul(p_ctx, ctx_values[i]).view({B, nh, A, g, hd}) + torch::matmul(p_blk, vb);
+    out = out.permute({0, 2, 3, 1, 4}).reshape({B, A, g, nh * hd});
+    x = x + dense(out, param(layer_name(i, "o_proj")));
+    h = rms_norm(x, param(layer_name(i, "ffn_norm")), c.rms_norm_eps);
+    x = x + dense(torch::silu(dense(h, param(layer_name(i, "gate_proj")))) * dense(h, param(layer_name(i, "up_proj"))),
+                  param(layer_name(i, "down_proj")));
+  }
+  return rms_norm(x, param("out.norm"), c.rms_norm_eps);
+}
+
+at::Tensor DSparkDrafter::base_logits(const Transformer& target, const at::Tensor& hidden) const {
+  at::Tensor h = dense(hidden, param("out.proj"));  // [.., H]
+  return target.logits_from_final_hidden(h.to(target.dtype())).to(torch::kFloat32);
+}
+
+DSparkDrafter::TrainOutput DSparkDrafter::forward_train(const Transformer& target, const at::Tensor& features,
+                                                        const at::Tensor& anchors, const at::Tensor& anchor_tokens,
+                                                        const at::Tensor& prev_tokens) const {
+  const auto& c = config_;
+  const int64_t B = features.size(0), N = features.size(1), g = c.block_size;
+  const auto dev = features.device();
+  std::vector<at::Tensor> keys, values;
+  context_kv(features, torch::arange(N, torch::TensorOptions().dtype(torch::kInt64).device(dev)), keys, values);
+  at::Tensor pos = torch::arange(N, torch::TensorOptions().dtype(torch::kInt64).device(dev)).view({1, 1, N});
+  at::Tensor a = anchors.unsqueeze(-1);  // [B, A, 1]
+  // Context strictly before the anchor; `final` mode sees only the position just before it.
+  at::Tensor allowed = c.context == ContextMode::Layers ? (pos < a) : (pos == a - 1);
+  at::Tensor h = backbone(target, keys, values, allowed, anchors, anchor_tokens);  // [B, A, g, d]
+  TrainOutput out;
+  out.logits = base_logits(target, h);  // [B, A, g, V]
+  at::Tensor e;                         // [B, A, g, r]
+  if (c.markov != MarkovKind::None) {
+    e = torch::embedding(param("markov.w1"), prev_tokens);
+    if (c.markov == MarkovKind::Vanilla) {
+      out.logits = out.logits + dense(e, param("markov.w2"));
+    } else if (c.markov == MarkovKind::Gated) {
+      at::Tensor gate = torch::sigmoid(dense(torch::cat({h, e}, -1), param("markov.gate.weight"), param("markov.gate.bias")));
+      out.logits = out.logits + dense(gate * e, param("markov.w2"));
+    } else {
+      at::Tensor s = torch::zeros({B, anchors.size(1), c.markov_rank}, h.options());
+      std::vector<at::Tensor> biases;
+      for (int64_t k = 0; k < g; ++k) {
+        s = torch::tanh(dense(torch::cat({s, e.select(2, k), h.select(2, k)}, -1), param("markov.rnn.weight")));
+        biases.push_back(dense(s, param("markov.w2")));
+      }
+      out.logits = out.logits + torch::stack(biases, 2);
+    }
+  }
+  if (c.confidence) {
+    at::Tensor input = e.defined() ? torch::cat({h, e}, -1) : h;
+    out.conf_logits = dense(input, param("conf.weight"), param("conf.bias")).squeeze(-1);  // [B, A, g]
+  }
+  return out;
+}
+
+void DSparkDrafter::Context::truncate(int64_t n) {
+  if (n >= length) return;
+  for (auto& k : keys) k = k.narrow(2, 0, n);
+  for (auto& v : values) v = v.narrow(2, 0, n);
+  length = n;
+}
+
+DSparkDrafter::Context DSparkDrafter::new_context() const {
+  Context ctx;
+  auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(inv_freq_.device());
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    ctx.keys.push_back(torch::zeros({1, config_.num_heads, 0, config_.head_dim}, opts));
+    ctx.values.push_back(torch::zeros({1, config_.num_heads, 0, config_.head_dim}, opts));
+  }
+  return ctx;
+}
+
+void DSparkDrafter::extend_context(Context& ctx, const at::Tensor& features) const {
+  torch::NoGradGuard no_grad;
+  const int64_t n = features.size(0);
+  if (n == 0) return;
+  if (features.size(-1) != feature_width())
+    fail("drafter context features have width {}, expected {}", features.size(-1), feature_width());
+  std::vector<at::Tensor> keys, values;
+  at::Tensor positions = torch::arange(ctx.length, ctx.length + n, torch::TensorOptions().dtype(torch::kInt64).device(features.device()));
+  context_kv(features.unsqueeze(0), positions, keys, values);
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    ctx.keys[i] = torch::cat({ctx.keys[i], keys[i]}, 2);
+    ctx.values[i] = torch::cat({ctx.values[i], values[i]}, 2);
+  }
+  ctx.length += n;
+}
+
+DSparkDrafter::Draft DSparkDrafter::draft(const Transformer& target, const Context& ctx, int64_t anchor_token, int64_t n,
+                                          const SamplingParams& params, Rng* rng, const std::vector<int64_t>* forced) const {
+  torch::NoGradGuard no_grad;
+  const auto& c = config_;
+  if (n < 1 || n > c.block_size) fail("cannot draft {} tokens with a block size of {}", n, c.block_size);
+  if (!params.greedy() && !rng) fail("sampled drafting needs a random generator");
+  const auto dev = inv_freq_.device();
+  const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(dev);
+  const int64_t N = ctx.length;
+  at::Tensor anchors = torch::full({1, 1}, N, i64);
+  at::Tensor pos = torch::arange(N, i64).view({1, 1, N});
+  at::Tensor allowed = c.context == ContextMode::Layers ? (pos < N) : (pos == N - 1);
+  at::Tensor h = backbone(target, ctx.keys, ctx.values, allowed, anchors, torch::full({1, 1}, anchor_token, i64))
+                     .view({c.block_size, c.width}).narrow(0, 0, n);  // [n, d]
+  at::Tensor U = base_logits(target, h);                               // [n, V]
+
+  Draft out;
+  std::vector<at::Tensor> rows;
+  int64_t prev = anchor_token;
+  at::Tensor state;  // rnn Markov state [r]
+  if (c.markov == MarkovKind::Rnn) state = torch::zeros({c.markov_rank}, U.options());
+  for (int64_t k = 0; k < n; ++k) {
+    at::Tensor logits = U[k];
+    at::Tensor e;
+    if (c.markov != MarkovKind::None) {
+      e = param("markov.w1")[prev];  // [r]
+      if (c.markov == MarkovKind::Vanilla) {
+        logits = logits + dense(e.unsqueeze(0), param("markov.w2"))[0];
+      } else if (c.markov == MarkovKind::Gated) {
+        at::Tensor gate = torch::sigmoid(dense(torch::cat({h[k], e}).unsqueeze(0), param("markov.gate.weight"),
+                                               param("markov.gate.bias"))[0]);
+        logits = logits + dense((gate * e).unsqueeze(0), param("markov.w2"))[0];
+      } else {
+        state = torch::tanh(dense(torch::cat({state, e, h[k]}).unsqueeze(0), param("markov.rnn.weight"))[0]);
+        logits = logits + dense(state.unsqueeze(0), param("markov.w2"))[0];
+      }
+    }
+    rows.push_back(logits);
+    int64_t token;
+    if (params.greedy()) {
+      token = logits.argmax().item<int64_t>();
+    } else {
+      at::Tensor q = processed_probabilities(logits, params);
+      token = sample_index(q, *rng);
+      out.q.push_back(q);
+    }
+    if (forced) token = forced->at(size_t(k));
+    if (c.confidence) {
+      at::Tensor input = e.defined() ? torch::cat({h[k], e}) : h[k];
+      const double z = dense(input.unsqueeze(0), param("conf.weight"), param("conf.bias")).item<double>();
+      out.conf_logits.push_back(z);
+      out.confidence.push_back(1.0 / (1.0 + std::exp(-z)));
+    }
+    out.tokens.push_back(token);
+    prev = token;
+  }
+  out.logits = torch::stack(rows);
+  return out;
+}
+
+// ---- persistence ----
+
+void DSparkDrafter::save(const std::string& dir, c10::ScalarType dtype) const {
+  fs::create_directories(dir);
+  std::vector<at::Tensor> keep;
+  std::vector<io::TensorToWrite> tensors;
+  for (const auto& name : names_) {
+    at::Tensor t = params_.at(name).detach().to(torch::kCPU).to(dtype).contiguous();
+    keep.push_back(t);
+    tensors.push_back({name, dtype == torch::kBFloat16 ? io::DType::BF16 : io::DType::F32, t.sizes().vec(),
+                       t.data_ptr(), size_t(t.nbytes())});
+  }
+  io::write_safetensors_dir(dir, tensors, {{"format", "pt"}}, 0, kTensorStem);
+  json meta = {{"kind", kKind},
+               {"version", kFormatVersion},
+               {"config", to_json(config_)},
+               {"target", to_json(target_)},
+               {"dims", {{"vocab_size", target_.vocab_size}, {"hidden_size", target_.hidden_size},
+                         {"feature_width", feature_width()}}},
+               {"parameters", names_},
+               {"parameter_count", parameter_count()}};
+  io::write_text_atomic((fs::path(dir) / "dspark.json").string(), meta.dump(2) + "\n");
+}
+
+std::unique_ptr<DSparkDrafter> DSparkDrafter::load(const std::string& dir, Transformer& target) {
+  const fs::path meta_path = fs::path(dir) / "dspark.json";
+  if (!fs::is_directory(dir)) fail("drafter directory '{}' does not exist", dir);
+  if (!fs::exists(meta_path)) fail("'{}' is not a DSpark drafter directory (no dspark.json)", dir);
+  json meta = json::parse(io::read_text_file(meta_path.string()), nullptr, false);
+  if (meta.is_discarded() || !meta.is_object()) fail("{}: not valid JSON", meta_path.string());
+  if (meta.value("kind", std::string()) != kKind) fail("{}: kind is not '{}'", meta_path.string(), kKind);
+  if (meta.value("version", 0) != kFormatVersion)
+    fail("{}: unsupported drafter format version {}", meta_path.string(), meta.value("version", 0));
+  if (!meta.contains("config") || !meta.contains("target")) fail("{}: missing config or target", meta_path.string());
+  DSparkConfig config = dspark_config_from_json(meta["config"], meta_path.string());
+  const TargetIdentity made_for = target_identity_from_json(meta["target"], meta_path.string());
+  const TargetIdentity actual = TargetIdentity::of(target);
+  if (!(made_for == actual)) {
+    std::string why = made_for.architecture != actual.architecture ? "architecture " + made_for.architecture + " vs " + actual.architecture
+                      : made_for.vocab_size != actual.vocab_size   ? fmt::format("vocabulary {} vs {}", made_for.vocab_size, actual.vocab_size)
+                      : made_for.hidden_size != actual.hidden_size ? fmt::format("hidden size {} vs {}", made_for.hidden_size, actual.hidden_size)
+                      : made_for.num_layers != actual.num_layers   ? fmt::format("{} layers vs {}", made_for.num_layers, actual.num_layers)
+                                                                   : "embedding/LM-head weights differ";
+    fail("drafter '{}' was made for another target ({})", dir, why);
+  }
+  auto drafter = std::make_unique<DSparkDrafter>(config, actual, 0);
+  const io::TensorStore store = io::TensorStore::open(dir, kTensorStem);
+  for (const auto& name : drafter->names_) {
+    const io::TensorView& view = store.get(name);
+    at::Tensor& p = drafter->params_.at(name);
+    if (view.shape != p.sizes().vec()) fail("{}: tensor {} has the wrong shape", store.location(), name);
+    at::Tensor src;
+    if (view.dtype == io::DType::F32)
+      src = torch::from_blob(const_cast<void*>(view.data), view.shape, torch::kFloat32);
+    else if (view.dtype == io::DType::BF16)
+      src = torch::from_blob(const_cast<void*>(view.data), view.shape, torch::kBFloat16);
+    else
+      fail("{}: tensor {} must be F32 or BF16", store.location(), name);
+    p = src.to(torch::kFloat32).clone();
+    if (!torch::isfinite(p).all().item<bool>()) fail("{}: tensor {} holds NaN or infinity", store.location(), name);
+  }
+  drafter->to(target.device());
+  return drafter;
+}
+
+}  // namespace dspark

@@ -1,0 +1,102 @@
+// The DSpark drafter module (LibTorch). Shapes: B sequences, A anchors per sequence, g block
+// slots, N context positions, F target feature width (m*H in `layers` mode, H in `final` mode),
+// d backbone width, V target vocabulary, r Markov rank.
+//
+// Block = [anchor, mask x (g-1)] at positions anchor_pos + 0..g-1; slot k predicts the token k+1
+// places after the anchor. Slot inputs: the target's frozen embedding of the anchor (projected to
+// d) and a learned mask vector. Every layer attends bidirectionally within the block and to the
+// context keys/values (target features of the positions strictly before the anchor, fused by
+// W_c + RMSNorm). Base logits U come from the target's frozen LM head.
+#pragma once
+#include <ATen/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "drafter/dspark_config.h"
+#include "model/transformer.h"
+#include "sampling/sampler.h"
+#include "train/train_state.h"
+
+namespace dspark {
+
+class DSparkDrafter {
+ public:
+  // Fresh parameters: normal(0, init_std) matrices, unit norms, Markov W2 = 0 (so an untrained
+  // DSpark drafter is exactly its DFlash backbone), confidence head zero (c = 0.5).
+  DSparkDrafter(DSparkConfig config, TargetIdentity target, uint64_t seed);
+
+  // Loads `dir` (dspark.json + drafter.safetensors or shards) and checks it against `target`.
+  // Throws dspark::Error with one line for a missing / corrupt directory or another target.
+  static std::unique_ptr<DSparkDrafter> load(const std::string& dir, Transformer& target);
+  // Writes dspark.json + drafter safetensors (f32 or bf16) atomically.
+  void save(const std::string& dir, c10::ScalarType dtype = c10::kFloat) const;
+
+  const DSparkConfig& config() const { return config_; }
+  const TargetIdentity& target() const { return target_; }
+  NamedParameters named_parameters() const;
+  int64_t parameter_count() const;
+  void to(c10::Device device);
+
+  // The target hidden states this drafter reads, and the features it builds from them.
+  HiddenTaps taps() const;
+  // ChunkOutput / forward_full taps -> features [.., F].
+  at::Tensor features_from(const at::Tensor& layer_hidden_or_final) const;
+  int64_t feature_width() const;
+
+  // ---- Training forward (teacher-forced Markov head) ----
+  struct TrainOutput {
+    at::Tensor logits;       // [B, A, g, V] float32: U_k + B_k
+    at::Tensor conf_logits;  // [B, A, g] pre-sigmoid confidence (undefined without the head)
+  };
+  // features [B, N, F] for every position of each sequence; anchors [B, A] positions (a block at
+  // anchor a sees context positions < a only); anchor_tokens [B, A]; prev_tokens [B, A, g] =
+  // [anchor, x*_1 .. x*_{g-1}] (the Markov head's teacher-forced inputs).
+  TrainOutput forward_train(const Transformer& target, const at::Tensor& features, const at::Tensor& anchors,
+                            const at::Tensor& anchor_tokens, const at::Tensor& prev_tokens) const;
+
+  // ---- Inference ----
+  // Context keys/values of every layer for the positions seen so far. Roll back with truncate().
+  struct Context {
+    std::vector<at::Tensor> keys, values;  // per layer [1, heads, N, hd]
+    int64_t length = 0;
+    void truncate(int64_t n);
+  };
+  Context new_context() const;
+  // Appends features [n, F] of the next n positions.
+  void extend_context(Context& context, const at::Tensor& features) const;
+
+  struct Draft {
+    std::vector<int64_t> tokens;        // x_1..x_n
+    std::vector<at::Tensor> q;          // per position: the processed distribution drawn from [V]
+    std::vector<double> confidence;     // c_k (empty without the head)
+    std::vector<double> conf_logits;    // pre-sigmoid z_k (for calibration)
+    at::Tensor logits;                  // [n, V] float32: U_k + B_k given the walk's prefix
+  };
+  // One block after `anchor_token` (at position context.length): backbone once, then the
+  // sequential walk over n <= g positions, each token drawn (or argmax) from
+  // processed_probabilities(U_k + B_k, params). `forced` (tests) replaces the drawn tokens.
+  Draft draft(const Transformer& target, const Context& context, int64_t anchor_token, int64_t n,
+              const SamplingParams& params, Rng* rng, const std::vector<int64_t>* forced = nullptr) const;
+
+ private:
+  at::Tensor& param(const std::string& name) const;
+  // Block hidden states [B, A, g, d] after the output norm.
+  at::Tensor backbone(const Transformer& target, const std::vector<at::Tensor>& ctx_keys,
+                      const std::vector<at::Tensor>& ctx_values, const at::Tensor& ctx_allowed,
+                      const at::Tensor& anchors, const at::Tensor& anchor_tokens) const;
+  // Context rows [.., N, F] at positions [N] -> per-layer keys/values [.., heads, N, hd].
+  void context_kv(const at::Tensor& features, const at::Tensor& positions, std::vector<at::Tensor>& keys,
+                  std::vector<at::Tensor>& values) const;
+  at::Tensor base_logits(const Transformer& target, const at::Tensor& hidden) const;  // [.., d] -> [.., V]
+
+  DSparkConfig config_;
+  TargetIdentity target_;
+  std::vector<std::string> names_;                   // canonical order
+  mutable std::map<std::string, at::Tensor> params_;
+  at::Tensor inv_freq_;
+};
+
+}  // namespace dspark

@@ -1,0 +1,29 @@
+#include "spec/dspark_source.h"
+
+#include <torch/torch.h>
+
+namespace dspark {
+
+DSparkSource::DSparkSource(std::shared_ptr<DSparkDrafter> drafter, Transformer& target, std::string label)
+    : drafter_(std::move(drafter)), target_(target), label_(std::move(label)) {}
+
+at::Tensor DSparkSource::features(const ChunkOutput& out, int64_t rows) const {
+  const at::Tensor& hidden = drafter_->config().context == ContextMode::Layers ? out.layer_hidden : out.final_hidden;
+  return drafter_->features_from(hidden.narrow(0, 0, rows));
+}
+
+void DSparkSource::begin(const std::vector<int64_t>& prompt, const ChunkOutput& prefill) {
+  context_ = drafter_->new_context();
+  drafter_->extend_context(context_, features(prefill, int64_t(prompt.size())));
+}
+
+DraftProposal DSparkSource::propose(int64_t anchor, int64_t n, const SamplingParams& params, Rng& rng) {
+  DSparkDrafter::Draft d = drafter_->draft(target_, context_, anchor, n, params, &rng);
+  return {std::move(d.tokens), std::move(d.q), std::move(d.confidence), std::move(d.conf_logits)};
+}
+
+void DSparkSource::commit(int64_t kept, const ChunkOutput& verify, const std::vector<int64_t>&) {
+  drafter_->extend_context(context_, features(verify, kept));
+}
+
+}  // namespace dspark

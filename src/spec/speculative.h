@@ -1,0 +1,65 @@
+// The speculative decoding loop: one target forward verifies [anchor, d_1..d_n] and keeps the
+// longest acceptable prefix plus one target token, so the output is exactly (greedy) or in
+// distribution (sampling) what the target alone produces. With no drafter it is plain
+// autoregressive decoding through the same code.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/transformer.h"
+#include "sampling/sampler.h"
+#include "spec/drafter.h"
+
+namespace dspark {
+
+enum class VerifyMode {
+  Fixed,      // verify every drafted token
+  Threshold,  // cut the block at the first c_k below conf_min
+};
+VerifyMode parse_verify_mode(const std::string& name);
+
+struct SpecOptions {
+  int64_t max_new_tokens = 128;
+  int64_t gamma = 0;  // drafts per block; 0: the drafter's block size (5 without one)
+  SamplingParams sampling;
+  std::vector<int64_t> eos_ids;
+  VerifyMode verify = VerifyMode::Fixed;
+  double conf_min = 0.5;
+};
+
+struct SpecStats {
+  int64_t steps = 0;       // target verify forwards after the prefill
+  int64_t n_drafted = 0;   // draft tokens sent to verification
+  int64_t n_accepted = 0;  // of those, accepted
+  std::vector<int64_t> accepted_at;  // [k]: verify steps whose k-th draft (0-based) was accepted
+  std::vector<int64_t> drafted_at;   // [k]: verify steps that verified a k-th draft
+  double prefill_seconds = 0, draft_seconds = 0, verify_seconds = 0, seconds = 0;
+  // Mean tokens emitted per verify step, incl. the target's own token (the bonus/correction).
+  double tau() const { return steps ? double(n_accepted + steps) / double(steps) : 0.0; }
+  // Per position k: fraction of verify steps whose k-th draft was accepted (unconditional).
+  std::vector<double> acceptance_per_position() const;
+  void add(const SpecStats& other);
+};
+
+struct SpecResult {
+  std::vector<int64_t> tokens;  // generated tokens (EOS included when hit)
+  bool hit_eos = false;
+  SpecStats stats;
+};
+
+// `drafter` may be null (plain decoding). `on_token` sees each emitted token as it is decided.
+SpecResult generate_speculative(Transformer& target, Drafter* drafter, const std::vector<int64_t>& prompt,
+                                const SpecOptions& options, const std::function<void(int64_t)>& on_token = {});
+
+// One sampled verification (exposed for tests): target probabilities p [n+1, V] (processed), the
+// drafts and their q (empty: one-hot). Returns the accepted count m and the next token.
+struct SampledVerdict {
+  int64_t accepted = 0;
+  int64_t next_token = 0;
+};
+SampledVerdict verify_sampled(const at::Tensor& p, const std::vector<int64_t>& drafts, const std::vector<at::Tensor>& q,
+                              Rng& rng);
+
+}  // namespace dspark

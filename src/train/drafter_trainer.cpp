@@ -1,0 +1,290 @@
+#include "train/drafter_trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "drafter/dspark_drafter.h"
+#include "io/atomic_file.h"
+#include "spec/dspark_source.h"
+#include "spec/speculative.h"
+#include "train/lr_schedule.h"
+#include "train/regen.h"
+#include "train/token_file.h"
+#include "train/train_state.h"
+#include "train/window_sampler.h"
+#include "util/error.h"
+#include "util/interrupt.h"
+#include "util/progress.h"
+
+namespace dspark {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// One training batch, built from B samples.
+struct Batch {
+  at::Tensor features;       // [B, T, F]
+  at::Tensor anchors;        // [B, A]
+  at::Tensor anchor_tokens;  // [B, A]
+  at::Tensor prev_tokens;    // [B, A, g]
+  at::Tensor labels;         // [B, A, g]
+  at::Tensor valid;          // [B, A, g] bool
+  at::Tensor target_probs;   // [B, A, g, V]
+  int64_t tokens = 0;        // real tokens in the batch
+};
+
+Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::vector<const RegenSample*>& samples,
+                 int64_t A, int64_t max_len, std::mt19937_64& rng) {
+  torch::NoGradGuard no_grad;
+  const int64_t B = int64_t(samples.size()), g = drafter.config().block_size;
+  int64_t T = 1;
+  for (auto* s : samples) T = std::max<int64_t>(T, std::min<int64_t>(max_len, int64_t(s->tokens.size())));
+  at::Tensor tokens = torch::zeros({B, T}, torch::kInt64);
+  auto tok = tokens.accessor<int64_t, 2>();
+  Batch batch;
+  std::vector<int64_t> anchors(size_t(B * A), 0), labels(size_t(B * A * g), 0), prev(size_t(B * A * g), 0);
+  std::vector<uint8_t> valid(size_t(B * A * g), 0);
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& s = *samples[size_t(b)];
+    const int64_t len = std::min<int64_t>(T, int64_t(s.tokens.size()));
+    batch.tokens += len;
+    for (int64_t t = 0; t < len; ++t) tok[b][t] = s.tokens[size_t(t)];
+    // Anchors inside the response with at least one label after them: n_prompt <= a <= len - 2.
+    const int64_t lo = s.n_prompt, hi = len - 2;
+    std::vector<int64_t> candidates;
+    for (int64_t a = lo; a <= hi; ++a) candidates.push_back(a);
+    for (int64_t j = 0; j < A; ++j) {
+      if (candidates.empty()) break;  // this sequence's blocks stay invalid
+      // Without replacement while candidates last (partial Fisher-Yates), then with.
+      int64_t a;
+      if (j < int64_t(candidates.size())) {
+        const size_t pick = size_t(j) + size_t(rng() % uint64_t(candidates.size() - size_t(j)));
+        std::swap(candidates[size_t(j)], candidates[pick]);
+        a = candidates[size_t(j)];
+      } else {
+        a = candidates[size_t(rng() % candidates.size())];
+      }
+      anchors[size_t(b * A + j)] = a;
+      for (int64_t k = 0; k < g; ++k) {
+        const size_t at = size_t((b * A + j) * g + k);
+        const int64_t pos = a + 1 + k;
+        const bool ok = pos < len;
+        valid[at] = ok;
+        labels[at] = ok ? s.tokens[size_t(pos)] : 0;
+        prev[at] = k == 0 ? s.tokens[size_t(a)] : labels[at - 1];
+      }
+    }
+  }
+  const HiddenTaps taps = drafter.taps();
+  HiddenTaps with_final = taps;
+  with_final.final_hidden = true;
+  std::vector<at::Tensor> layer_hidden;
+  at::Tensor final_hidden;
+  target.forward_full(tokens, with_final, &layer_hidden, &final_hidden);  // logits unused
+  batch.features = drafter.config().context == ContextMode::Layers
+                       ? drafter.features_from(torch::stack(layer_hidden, 2))  // [B, T, m*H]
+                       : drafter.features_from(final_hidden);
+  auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+  batch.anchors = torch::tensor(anchors, i64).view({B, A});
+  batch.labels = torch::tensor(labels, i64).view({B, A, g});
+  batch.prev_tokens = torch::tensor(prev, i64).view({B, A, g});
+  batch.valid = torch::tensor(std::vector<int64_t>(valid.begin(), valid.end()), i64).view({B, A, g}).to(torch::kBool);
+  batch.anchor_tokens = tokens.gather(1, batch.anchors);
+  // p_t for slot k (predicting token a+k+1) is the target's distribution at position a+k.
+  at::Tensor positions = (batch.anchors.unsqueeze(-1) + torch::arange(g, i64)).clamp_max(T - 1).view({B, A * g});
+  at::Tensor h = final_hidden.gather(1, positions.unsqueeze(-1).expand({B, A * g, final_hidden.size(-1)}));
+  batch.target_probs = torch::softmax(target.logits_from_final_hidden(h), -1).view({B, A, g, -1});
+  return batch;
+}
+
+json identity_of(const DrafterTrainOptions& o, const TargetIdentity& target, int64_t n_samples) {
+  return {{"config", to_json(o.config)}, {"target", to_json(target)}, {"samples", n_samples},
+          {"batch_size", o.batch_size}, {"anchors", o.anchors}, {"max_len", o.max_len}, {"lr", o.lr},
+          {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay}, {"grad_clip", o.grad_clip},
+          {"seed", o.seed}, {"loss", {o.loss.ce, o.loss.l1, o.loss.bce, o.loss.decay}},
+          {"eval_samples", o.eval_samples}};
+}
+
+}  // namespace
+
+DrafterEval evaluate_drafter(Transformer& target, DSparkDrafter& drafter, const std::vector<RegenSample>& eval,
+                             const DrafterTrainOptions& o) {
+  torch::NoGradGuard no_grad;
+  DrafterEval r;
+  if (eval.empty()) return r;
+  const int64_t g = drafter.config().block_size;
+  std::mt19937_64 rng(12345);
+  double tau_sum = 0;
+  int64_t blocks = 0;
+  at::Tensor survival_sum = torch::zeros({g});
+  for (size_t i = 0; i < eval.size(); i += size_t(o.batch_size)) {
+    std::vector<const RegenSample*> chunk;
+    for (size_t j = i; j < std::min(eval.size(), i + size_t(o.batch_size)); ++j) chunk.push_back(&eval[j]);
+    Batch batch = make_batch(target, drafter, chunk, o.anchors, o.max_len, rng);
+    auto out = drafter.forward_train(target, batch.features, batch.anchors, batch.anchor_tokens, batch.prev_tokens);
+    DSparkLoss loss = dspark_loss(out.logits, out.conf_logits, batch.target_probs, batch.labels, batch.valid, o.loss);
+    at::Tensor any = batch.valid.select(-1, 0).reshape({-1});
+    at::Tensor surv = torch::cumprod((1.0 - loss.tv) * batch.valid.to(torch::kFloat32), -1).reshape({-1, g}).index({any});
+    tau_sum += surv.sum().item<double>() + double(surv.size(0));
+    blocks += surv.size(0);
+    survival_sum += surv.sum(0);
+  }
+  if (blocks > 0) {
+    r.tau_probabilistic = tau_sum / double(blocks);
+    for (int64_t k = 0; k < g; ++k) r.accept_rate.push_back(survival_sum[k].item<double>() / double(blocks));
+  }
+  // Live greedy speculative decoding on the held-out prompts.
+  auto shared = std::shared_ptr<DSparkDrafter>(&drafter, [](DSparkDrafter*) {});
+  DSparkSource source(shared, target);
+  SpecOptions spec;
+  spec.max_new_tokens = o.live_eval_tokens;
+  spec.eos_ids = o.eos_ids;
+  SpecStats stats;
+  for (size_t i = 0; i < eval.size() && int64_t(i) < o.live_eval_prompts; ++i) {
+    std::vector<int64_t> prompt(eval[i].tokens.begin(), eval[i].tokens.begin() + eval[i].n_prompt);
+    stats.add(generate_speculative(target, &source, prompt, spec).stats);
+  }
+  r.live_tau = stats.tau();
+  r.live_acceptance = stats.acceptance_per_position();
+  return r;
+}
+
+DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions& o) {
+  if (o.batch_size < 1 || o.anchors < 1 || o.max_len < 2) fail("--batch-size, --anchors must be >= 1, --max-len >= 2");
+  const auto run_start = Clock::now();
+  const fs::path out(o.out_dir), train_dir = out / "train";
+  fs::create_directories(train_dir);
+  const std::string state_path = (train_dir / "train_state.safetensors").string();
+  const bool have_state = fs::exists(state_path);
+  if (have_state && !o.resume)
+    fail("{} already holds a training run; pass --resume to continue it or choose another --out", o.out_dir);
+
+  const TargetIdentity target_id = TargetIdentity::of(target);
+  // The data must come from this target.
+  const std::string regen_meta = (fs::path(o.data_dir) / "regen.json").string();
+  if (fs::exists(regen_meta)) {
+    json m = json::parse(io::read_text_file(regen_meta), nullptr, false);
+    if (!m.is_discarded() && m.contains("target") && target_identity_from_json(m["target"], regen_meta) != target_id)
+      fail("{} was regenerated by another target", o.data_dir);
+  }
+  std::vector<RegenSample> samples = read_regen_samples(o.data_dir);
+  const int64_t n_eval = std::min<int64_t>(o.eval_samples, int64_t(samples.size()) / 5);
+  std::vector<RegenSample> eval(samples.end() - n_eval, samples.end());
+  samples.resize(samples.size() - size_t(n_eval));
+
+  DSparkDrafter drafter(o.config, target_id, o.seed);
+  NamedParameters params = drafter.named_parameters();
+  std::vector<at::Tensor> all;
+  for (auto& [name, t] : params) {
+    t.requires_grad_(true);
+    all.push_back(t);
+  }
+  torch::optim::AdamW optimizer(all, torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(o.weight_decay));
+  const json identity = identity_of(o, target_id, int64_t(samples.size()));
+  int64_t step = 0, total_steps = o.steps;
+  if (have_state) {
+    json state = load_train_state(state_path, params, optimizer);
+    if (state.value("identity", json()) != identity)
+      fail("{} was made with other options, data or target; resume with the original options", state_path);
+    step = state.at("step").get<int64_t>();
+    total_steps = state.at("total_steps").get<int64_t>();
+    if (o.steps > 0 && o.steps != total_steps) fail("--steps {} differs from the resumed run's {}", o.steps, total_steps);
+  }
+  if (total_steps <= 0) fail("give --steps N");
+  const int64_t warmup = o.warmup_steps >= 0 ? o.warmup_steps : std::max<int64_t>(1, total_steps * 4 / 100);
+  const int64_t eval_every = o.eval_every > 0 ? o.eval_every : std::max<int64_t>(1, total_steps / 5);
+
+  ShuffledOrder order(int64_t(samples.size()), o.seed);
+  std::ofstream log((train_dir / "log.jsonl").string(), std::ios::app);
+  auto checkpoint = [&] {
+    save_train_state(state_path, params, optimizer, {{"step", step}, {"total_steps", total_steps}, {"identity", identity}});
+    drafter.save(o.out_dir, torch::kBFloat16);
+  };
+  InterruptFlag interrupted;
+  Progress progress("train", total_steps);
+  progress.set_start(step);
+  DrafterTrainResult result;
+  auto last_checkpoint = Clock::now();
+  const auto loop_start = Clock::now();
+  int64_t tokens_this_run = 0;
+  double loss_sum = 0, tau_sum = 0;
+  int64_t count = 0;
+  while (step < total_steps) {
+    if (interrupted.raised() || (o.stop_at > 0 && step >= o.stop_at) || (o.minutes > 0 && seconds_since(run_start) > o.minutes * 60))
+      break;
+    const double lr = warmup_cosine_lr(step, total_steps, warmup, o.lr, o.min_lr_ratio);
+    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    std::vector<const RegenSample*> chunk;
+    for (int64_t b = 0; b < o.batch_size; ++b) chunk.push_back(&samples[size_t(order.at(step * o.batch_size + b))]);
+    std::mt19937_64 rng(o.seed * 7919 + uint64_t(step));  // anchors of step s: a function of (seed, s)
+    Batch batch = make_batch(target, drafter, chunk, o.anchors, o.max_len, rng);
+    optimizer.zero_grad();
+    auto fwd = drafter.forward_train(target, batch.features, batch.anchors, batch.anchor_tokens, batch.prev_tokens);
+    DSparkLoss loss = dspark_loss(fwd.logits, fwd.conf_logits, batch.target_probs, batch.labels, batch.valid, o.loss);
+    const double loss_value = loss.total.item<double>();
+    if (!std::isfinite(loss_value)) fail("loss became {} at step {}; lower --lr", loss_value, step);
+    loss.total.backward();
+    torch::nn::utils::clip_grad_norm_(all, o.grad_clip);
+    optimizer.step();
+    ++step;
+    tokens_this_run += batch.tokens;
+    loss_sum += loss_value;
+    tau_sum += tau_probabilistic(loss.tv, batch.valid);
+    ++count;
+    const std::string metrics = fmt::format("loss {:.4f} | tau_p {:.2f} | {:.0f} tok/s", loss_sum / count, tau_sum / count,
+                                            tokens_this_run / seconds_since(loop_start));
+    if (o.progress) progress.update(step, metrics);
+    if (step % 10 == 0 || step == total_steps) {
+      log << json{{"step", step}, {"loss", loss_sum / count}, {"tau_probabilistic", tau_sum / count}, {"lr", lr},
+                  {"ce", loss.ce.item<double>()}, {"l1", loss.l1.item<double>()}, {"bce", loss.bce.item<double>()}}
+                 .dump()
+          << "\n";
+      log.flush();
+      result.train_loss = loss_sum / count;
+      loss_sum = tau_sum = 0;
+      count = 0;
+    }
+    if (step % eval_every == 0 || step == total_steps) {
+      result.eval = evaluate_drafter(target, drafter, eval, o);
+      log << json{{"step", step}, {"eval_tau_probabilistic", result.eval.tau_probabilistic},
+                  {"eval_accept_rate", result.eval.accept_rate}, {"live_tau", result.eval.live_tau},
+                  {"live_acceptance", result.eval.live_acceptance}}
+                 .dump()
+          << "\n";
+      log.flush();
+      if (o.progress) {
+        progress.update(step, metrics, true);
+        std::cerr << fmt::format("\nstep {}: held-out tau_probabilistic {:.3f}, live greedy tau {:.3f}\n", step,
+                                 result.eval.tau_probabilistic, result.eval.live_tau);
+      }
+    }
+    if (seconds_since(last_checkpoint) > o.checkpoint_minutes * 60) {
+      checkpoint();
+      last_checkpoint = Clock::now();
+    }
+  }
+  if (count > 0) result.train_loss = loss_sum / count;
+  checkpoint();
+  if (o.progress) {
+    progress.finish(fmt::format("loss {:.4f}", result.train_loss));
+    std::cerr << fmt::format("{} at step {}/{}; drafter in {}\n",
+                             step >= total_steps ? "finished" : "stopped (resume with --resume)", step, total_steps,
+                             o.out_dir);
+  }
+  result.step = step;
+  result.total_steps = total_steps;
+  result.finished = step >= total_steps;
+  result.seconds = seconds_since(run_start);
+  return result;
+}
+
+}  // namespace dspark

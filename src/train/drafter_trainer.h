@@ -1,0 +1,73 @@
+// Trains a DSpark (or DFlash) drafter against a frozen target on regenerated data.
+//
+// Each step takes B sequences, runs the target once over them (no grad) for the context features
+// and, at the aligned positions, its distribution p_t through the frozen head; samples A anchors
+// per sequence inside the response; and trains all B*A blocks in one drafter pass with the DSpark
+// loss. The last `eval_samples` sequences are held out: a teacher-forced evaluation (tau under
+// sampling, acceptance per position) and a live one (greedy speculative decoding of their prompts,
+// the real tau) run every `eval_every` steps and at the end.
+//
+// Output directory: dspark.json + drafter.safetensors (bf16), train/train_state.safetensors,
+// train/log.jsonl. `resume` continues bit-exactly.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "drafter/dspark_config.h"
+#include "drafter/dspark_loss.h"
+#include "model/transformer.h"
+
+namespace dspark {
+
+struct DrafterTrainOptions {
+  std::string data_dir;
+  std::string out_dir;
+  DSparkConfig config;
+  DSparkLossWeights loss;
+  int64_t steps = 0;          // schedule length (required unless resuming)
+  double minutes = 0;         // stop this run after M minutes (checkpoint; resume later)
+  int64_t stop_at = 0;        // stop at this step (checkpoint; resume later)
+  int64_t batch_size = 8;     // sequences per step
+  int64_t anchors = 32;       // anchors per sequence
+  int64_t max_len = 384;      // tokens per sequence (longer ones are cut)
+  double lr = 1e-3;
+  double min_lr_ratio = 0.1;
+  int64_t warmup_steps = -1;  // -1: 4% of the steps
+  double weight_decay = 0.0;
+  double grad_clip = 1.0;
+  uint64_t seed = 0;
+  double checkpoint_minutes = 5;
+  int64_t eval_every = 0;     // 0: 5 evaluations per run
+  int64_t eval_samples = 32;  // held-out sequences
+  int64_t live_eval_prompts = 8;
+  int64_t live_eval_tokens = 64;
+  std::vector<int64_t> eos_ids;
+  bool resume = false;
+  bool progress = true;
+};
+
+struct DrafterEval {
+  double tau_probabilistic = 0;              // teacher-forced, 1 + sum_k prod (1 - TV)
+  std::vector<double> accept_rate;           // teacher-forced prod_{i<=k} (1 - TV_i) per position
+  double live_tau = 0;                       // greedy speculative decoding on held-out prompts
+  std::vector<double> live_acceptance;       // per position
+};
+
+struct DrafterTrainResult {
+  int64_t step = 0, total_steps = 0;
+  double train_loss = 0;
+  DrafterEval eval;
+  double seconds = 0;
+  bool finished = false;
+};
+
+DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions& options);
+
+class DSparkDrafter;
+struct RegenSample;
+// Teacher-forced and live evaluation on held-out samples (see above).
+DrafterEval evaluate_drafter(Transformer& target, DSparkDrafter& drafter, const std::vector<RegenSample>& eval,
+                             const DrafterTrainOptions& options);
+
+}  // namespace dspark
