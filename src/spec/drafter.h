@@ -31,10 +31,10 @@ class Drafter {
   virtual void begin(const std::vector<int64_t>& prompt, const ChunkOutput& prefill) = 0;
   // Up to n tokens following `anchor` (the last emitted token, not yet in the target cache).
   virtual DraftProposal propose(int64_t anchor, int64_t n, const SamplingParams& params, Rng& rng) = 0;
-  // After verification: the target kept `kept` tokens of its verify chunk [anchor, drafts...]
-  // (the anchor and the accepted drafts); `verify` is the verify forward's output (rows 0..kept-1
-  // are the kept positions). `emitted` are all tokens emitted this step.
-  virtual void commit(int64_t kept, const ChunkOutput& verify, const std::vector<int64_t>& emitted) = 0;
+  // After verification: the target kept `kept` = [anchor, accepted drafts...] of its verify chunk
+  // (now in its cache); `verify` is the verify forward's output (rows 0..kept.size()-1 are the
+  // kept positions). The next anchor is the target's own token, passed to the next propose().
+  virtual void commit(const std::vector<int64_t>& kept, const ChunkOutput& verify) = 0;
 };
 
 }  // namespace dspark

@@ -22,8 +22,8 @@ DraftProposal DSparkSource::propose(int64_t anchor, int64_t n, const SamplingPar
   return {std::move(d.tokens), std::move(d.q), std::move(d.confidence), std::move(d.conf_logits)};
 }
 
-void DSparkSource::commit(int64_t kept, const ChunkOutput& verify, const std::vector<int64_t>&) {
-  drafter_->extend_context(context_, features(verify, kept));
+void DSparkSource::commit(const std::vector<int64_t>& kept, const ChunkOutput& verify) {
+  drafter_->extend_context(context_, features(verify, int64_t(kept.size())));
 }
 
 }  // namespace dspark

@@ -16,7 +16,7 @@ class DSparkSource : public Drafter {
   int64_t max_block() const override { return drafter_->config().block_size; }
   void begin(const std::vector<int64_t>& prompt, const ChunkOutput& prefill) override;
   DraftProposal propose(int64_t anchor, int64_t n, const SamplingParams& params, Rng& rng) override;
-  void commit(int64_t kept, const ChunkOutput& verify, const std::vector<int64_t>& emitted) override;
+  void commit(const std::vector<int64_t>& kept, const ChunkOutput& verify) override;
   const DSparkDrafter& drafter() const { return *drafter_; }
 
  private:

@@ -154,9 +154,11 @@ SpecResult generate_speculative(Transformer& target, Drafter* drafter, const std
 
     // Keep the anchor and the accepted drafts; roll back the rest.
     cache.truncate(base + 1 + accepted);
-    std::vector<int64_t> emitted(proposal.tokens.begin(), proposal.tokens.begin() + accepted);
+    std::vector<int64_t> kept = {anchor};
+    kept.insert(kept.end(), proposal.tokens.begin(), proposal.tokens.begin() + accepted);
+    if (drafter) drafter->commit(kept, verify);
+    std::vector<int64_t> emitted(kept.begin() + 1, kept.end());
     emitted.push_back(next);
-    if (drafter) drafter->commit(1 + accepted, verify, emitted);
     for (int64_t t : emitted) emit(t);
     anchor = next;
   }

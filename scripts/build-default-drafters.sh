@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Rebuilds the drafters shipped for the default model (models/default-dspark, models/default-dflash):
+#   1. prompts: signature + docstring of functions in the default model's training split
+#      (scripts/make-prompts.py); the held-out bench prompts come from its validation modules;
+#   2. regen: the default model regenerates responses (temperature 0.7, top-p 0.8, top-k 20);
+#   3. train: a DSpark drafter and a DFlash baseline with the same data, steps and settings,
+#      run side by side on one thread each.
+# Needs the corpus split of scripts/build-default-model.sh. Resumable: run it again after an
+# interruption. Usage: scripts/build-default-drafters.sh [WORK_DIR (default build/default-model)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WORK=${1:-build/default-model}
+TARGET=${TARGET:-models/default}
+STEPS=${STEPS:-400}
+PROMPTS=${PROMPTS:-1500}
+DSPARK=${DSPARK:-build/dspark}
+
+[ -x "$DSPARK" ] || scripts/build.sh
+[ -d "$WORK/corpus/train" ] || { echo "error: run scripts/build-default-model.sh first (no $WORK/corpus)" >&2; exit 1; }
+
+mkdir -p "$WORK/drafters"
+python3 scripts/make-prompts.py "$WORK/corpus/train" "$WORK/drafters/train-prompts.jsonl" --max "$PROMPTS"
+python3 scripts/make-prompts.py "$WORK/corpus/valid" bench/prompts/python-heldout.jsonl --max 32
+
+"$DSPARK" regen --target "$TARGET" --prompts "$WORK/drafters/train-prompts.jsonl" --out "$WORK/drafters/regen" \
+  --temp 0.7 --top-p 0.8 --top-k 20 --max-new 128 --batch 16 --seed 0
+
+train() {  # name, extra args...
+  local name=$1; shift
+  local resume=()
+  [ -f "$WORK/drafters/$name/train/train_state.safetensors" ] && resume=(--resume)
+  "$DSPARK" train --target "$TARGET" --data "$WORK/drafters/regen" --out "$WORK/drafters/$name" \
+    --config configs/default-dspark.drafter.json --steps "$STEPS" --batch-size 8 --anchors 32 --max-len 384 \
+    --lr 1e-3 --seed 0 --threads 1 "$@" "${resume[@]}" > "$WORK/drafters/$name.log" 2>&1
+}
+train dspark &
+train dflash --dflash &
+wait
+tail -n 1 "$WORK/drafters/dspark.log" "$WORK/drafters/dflash.log"
+
+for name in dspark dflash; do
+  out="models/default-$name"
+  mkdir -p "$out"
+  for f in dspark.json drafter.safetensors; do
+    cp "$WORK/drafters/$name/$f" "$out/$f.tmp" && mv "$out/$f.tmp" "$out/$f"
+  done
+done
+echo "drafters written to models/default-dspark and models/default-dflash"
