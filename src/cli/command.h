@@ -33,5 +33,6 @@ Command add_train_tokenizer(CLI::App& root);
 Command add_train_lm(CLI::App& root);
 Command add_regen(CLI::App& root);
 Command add_train_drafter(CLI::App& root);
+Command add_bench(CLI::App& root);
 
 }  // namespace dspark::cli

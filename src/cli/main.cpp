@@ -38,6 +38,7 @@ int main(int argc, char** argv) {
       dspark::cli::add_train_lm(app),
       dspark::cli::add_regen(app),
       dspark::cli::add_train_drafter(app),
+      dspark::cli::add_bench(app),
   };
   try {
     app.parse(argc, argv);

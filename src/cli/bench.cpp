@@ -1,0 +1,160 @@
+// dspark bench: plain decoding and every given drafter on the same prompts, in one process,
+// interleaved prompt by prompt (so machine noise hits all methods alike), with tau, acceptance
+// per position, tokens/s and speedup over plain decoding measured in the same run.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <iostream>
+
+#include "cli/command.h"
+#include "cli/model_args.h"
+#include "drafter/dspark_drafter.h"
+#include "io/prompts_file.h"
+#include "spec/dspark_source.h"
+#include "spec/ngram_drafter.h"
+#include "spec/speculative.h"
+#include "util/error.h"
+
+namespace dspark::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model_dir;
+  std::string prompts_path;
+  std::vector<std::string> drafter_dirs;
+  std::vector<std::string> draft_kinds;  // "ngram"
+  int64_t max_new = 128;
+  int64_t gamma = 0;
+  int64_t limit = 0;
+  std::string verify = "fixed";
+  double conf_min = 0.5;
+  SamplingParams sampling;
+  bool json = false;
+  RuntimeArgs runtime;
+};
+
+struct Method {
+  std::string label;    // as given on the command line
+  std::string kind;     // none | dspark | dflash | ngram
+  std::unique_ptr<Drafter> drafter;
+  SpecStats stats;
+  int64_t tokens = 0;        // generated tokens after the first of each prompt
+  double decode_seconds = 0;
+  int64_t mismatches = 0;    // prompts whose output differs from plain decoding (temperature 0)
+};
+
+int run_bench(const BenchArgs& args) {
+  validate(args.sampling);
+  LoadedModel loaded = load_model_dir(args.model_dir, args.runtime);
+  Transformer& target = *loaded.model;
+  std::vector<std::string> prompts = io::read_prompts_jsonl(args.prompts_path);
+  if (args.limit > 0 && int64_t(prompts.size()) > args.limit) prompts.resize(size_t(args.limit));
+
+  std::vector<Method> methods;
+  methods.push_back({"none", "none", nullptr});
+  for (const auto& dir : args.drafter_dirs) {
+    auto drafter = std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(dir, target));
+    const std::string kind = drafter->config().markov == MarkovKind::None && !drafter->config().confidence ? "dflash" : "dspark";
+    methods.push_back({dir, kind, std::make_unique<DSparkSource>(drafter, target, kind)});
+  }
+  for (const auto& kind : args.draft_kinds) {
+    if (kind != "ngram") fail("unknown --draft '{}' (want ngram)", kind);
+    methods.push_back({kind, kind, std::make_unique<NgramDrafter>()});
+  }
+  SpecOptions o;
+  o.max_new_tokens = args.max_new;
+  o.gamma = args.gamma;
+  o.sampling = args.sampling;
+  o.eos_ids = loaded.eos_ids;
+  o.verify = parse_verify_mode(args.verify);
+  o.conf_min = args.conf_min;
+
+  std::vector<std::vector<int64_t>> encoded;
+  for (const auto& text : prompts) {
+    std::vector<TokenId> ids = loaded.tokenizer->encode(text, true);
+    if (ids.empty()) fail("{}: a prompt is empty after tokenization", args.prompts_path);
+    encoded.emplace_back(ids.begin(), ids.end());
+  }
+  // Warm-up (allocations, thread pools), not measured.
+  for (auto& m : methods) generate_speculative(target, m.drafter.get(), encoded[0], o);
+
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    std::vector<int64_t> plain_tokens;
+    for (auto& m : methods) {
+      SpecOptions po = o;
+      po.sampling.seed = o.sampling.seed + i;  // same seed for every method on this prompt
+      SpecResult r = generate_speculative(target, m.drafter.get(), encoded[i], po);
+      m.stats.add(r.stats);
+      m.tokens += std::max<int64_t>(0, int64_t(r.tokens.size()) - 1);
+      m.decode_seconds += r.stats.seconds - r.stats.prefill_seconds;
+      if (m.kind == "none") plain_tokens = r.tokens;
+      else if (o.sampling.greedy() && r.tokens != plain_tokens) ++m.mismatches;
+    }
+    if (!args.json) std::cerr << fmt::format("\rprompt {}/{}", i + 1, encoded.size()) << std::flush;
+  }
+  if (!args.json) std::cerr << "\n";
+
+  const double plain_tps = methods[0].decode_seconds > 0 ? methods[0].tokens / methods[0].decode_seconds : 0;
+  nlohmann::json results = nlohmann::json::array();
+  for (auto& m : methods) {
+    const double tps = m.decode_seconds > 0 ? m.tokens / m.decode_seconds : 0;
+    nlohmann::json r = {{"method", m.kind},
+                        {"drafter", m.label},
+                        {"tau", m.stats.tau()},
+                        {"steps", m.stats.steps},
+                        {"n_drafted", m.stats.n_drafted},
+                        {"n_accepted", m.stats.n_accepted},
+                        {"acceptance_per_position", m.stats.acceptance_per_position()},
+                        {"tokens_per_second", tps},
+                        {"speedup", plain_tps > 0 ? tps / plain_tps : 0.0},
+                        {"draft_seconds", m.stats.draft_seconds},
+                        {"verify_seconds", m.stats.verify_seconds}};
+    if (o.sampling.greedy()) r["outputs_match"] = m.mismatches == 0;
+    results.push_back(r);
+  }
+  if (args.json) {
+    std::cout << nlohmann::json{{"model", args.model_dir}, {"prompts", encoded.size()}, {"max_new_tokens", args.max_new},
+                                {"temperature", o.sampling.temperature}, {"results", results}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{} prompts, -n {}, temperature {}\n", encoded.size(), args.max_new, o.sampling.temperature);
+  std::cout << fmt::format("{:<8} {:<34} {:>6} {:>9} {:>8}  {}\n", "method", "drafter", "tau", "tok/s", "speedup",
+                           "acceptance per position");
+  for (const auto& r : results) {
+    std::string acc;
+    for (double a : r["acceptance_per_position"]) acc += fmt::format("{:.2f} ", a);
+    std::string label = r["drafter"].get<std::string>();
+    if (label.size() > 34) label = "..." + label.substr(label.size() - 31);
+    std::cout << fmt::format("{:<8} {:<34} {:>6.2f} {:>9.1f} {:>7.2f}x  {}{}\n", r["method"].get<std::string>(), label,
+                             r["tau"].get<double>(), r["tokens_per_second"].get<double>(), r["speedup"].get<double>(), acc,
+                             r.contains("outputs_match") && !r["outputs_match"].get<bool>() ? " OUTPUT MISMATCH" : "");
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench(CLI::App& root) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* app = root.add_subcommand("bench", "plain vs speculative decoding side by side");
+  app->add_option("-m,--model", args->model_dir, "target model directory")->required();
+  app->add_option("--prompts", args->prompts_path, "prompts, JSON lines with a \"prompt\" field")->required();
+  app->add_option("-d,--drafter", args->drafter_dirs, "DSpark / DFlash drafter directories");
+  app->add_option("--draft", args->draft_kinds, "model-free drafters: ngram");
+  app->add_option("-n,--n-predict", args->max_new, "tokens per prompt")->capture_default_str();
+  app->add_option("--gamma", args->gamma, "draft tokens per verify step (default: the drafter's block size)");
+  app->add_option("--verify", args->verify, "fixed | threshold");
+  app->add_option("--conf-min", args->conf_min, "threshold mode: cut drafts at the first confidence below this");
+  app->add_option("--limit", args->limit, "use only the first N prompts");
+  app->add_option("--temp", args->sampling.temperature, "temperature (0 = greedy)");
+  app->add_option("--top-k", args->sampling.top_k, "top-k (0 = off)");
+  app->add_option("--top-p", args->sampling.top_p, "top-p (1 = off)");
+  app->add_option("--seed", args->sampling.seed, "random seed");
+  app->add_flag("--json", args->json, "print one JSON object {\"results\": [...]}");
+  args->runtime.add_to(app);
+  return {app, [args] { return run_bench(*args); }};
+}
+
+}  // namespace dspark::cli
