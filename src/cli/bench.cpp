@@ -11,6 +11,7 @@
 #include "drafter/dspark_drafter.h"
 #include "io/prompts_file.h"
 #include "spec/dspark_source.h"
+#include "spec/model_drafter.h"
 #include "spec/ngram_drafter.h"
 #include "spec/speculative.h"
 #include "util/error.h"
@@ -23,6 +24,7 @@ struct BenchArgs {
   std::string prompts_path;
   std::vector<std::string> drafter_dirs;
   std::vector<std::string> draft_kinds;  // "ngram"
+  std::vector<std::string> draft_models;
   int64_t max_new = 128;
   int64_t gamma = 0;
   int64_t limit = 0;
@@ -35,7 +37,7 @@ struct BenchArgs {
 
 struct Method {
   std::string label;    // as given on the command line
-  std::string kind;     // none | dspark | dflash | ngram
+  std::string kind;     // none | dspark | dflash | ngram | model
   std::unique_ptr<Drafter> drafter;
   SpecStats stats;
   int64_t tokens = 0;        // generated tokens after the first of each prompt
@@ -60,6 +62,13 @@ int run_bench(const BenchArgs& args) {
   for (const auto& kind : args.draft_kinds) {
     if (kind != "ngram") fail("unknown --draft '{}' (want ngram)", kind);
     methods.push_back({kind, kind, std::make_unique<NgramDrafter>()});
+  }
+  for (const auto& dir : args.draft_models) {
+    LoadOptions lo;
+    lo.dtype = args.runtime.dtype;
+    lo.device = args.runtime.device;
+    std::shared_ptr<Transformer> draft(Transformer::load(dir, lo));
+    methods.push_back({dir, "model", std::make_unique<ModelDrafter>(draft, target)});
   }
   SpecOptions o;
   o.max_new_tokens = args.max_new;
@@ -143,6 +152,7 @@ Command add_bench(CLI::App& root) {
   app->add_option("--prompts", args->prompts_path, "prompts, JSON lines with a \"prompt\" field")->required();
   app->add_option("-d,--drafter", args->drafter_dirs, "DSpark / DFlash drafter directories");
   app->add_option("--draft", args->draft_kinds, "model-free drafters: ngram");
+  app->add_option("--draft-model", args->draft_models, "small draft LMs sharing the target's tokenizer");
   app->add_option("-n,--n-predict", args->max_new, "tokens per prompt")->capture_default_str();
   app->add_option("--gamma", args->gamma, "draft tokens per verify step (default: the drafter's block size)");
   app->add_option("--verify", args->verify, "fixed | threshold");

@@ -7,6 +7,8 @@
 #include "cli/model_args.h"
 #include "drafter/dspark_drafter.h"
 #include "spec/dspark_source.h"
+#include "spec/model_drafter.h"
+#include "spec/ngram_drafter.h"
 #include "spec/speculative.h"
 #include "util/error.h"
 
@@ -21,6 +23,8 @@ struct GenerateArgs {
   SamplingParams sampling;
   bool json = false;
   std::string drafter_dir;
+  std::string draft_kind;
+  std::string draft_model_dir;
   int64_t gamma = 0;
   std::string verify = "fixed";
   double conf_min = 0.5;
@@ -46,6 +50,23 @@ int run_generate(const GenerateArgs& args) {
     std::cout << stream.push(TokenId(token)) << std::flush;
   };
   std::unique_ptr<Drafter> drafter;
+  std::string drafter_label = "none";
+  if (int(!args.drafter_dir.empty()) + int(!args.draft_kind.empty()) + int(!args.draft_model_dir.empty()) > 1)
+    fail("give at most one of -d, --draft and --draft-model");
+  if (!args.draft_kind.empty()) {
+    if (args.draft_kind != "ngram") fail("unknown --draft '{}' (want ngram)", args.draft_kind);
+    drafter = std::make_unique<NgramDrafter>();
+    drafter_label = "ngram";
+  }
+  if (!args.draft_model_dir.empty()) {
+    LoadOptions lo;
+    lo.dtype = args.runtime.dtype;
+    lo.device = args.runtime.device;
+    drafter = std::make_unique<ModelDrafter>(std::shared_ptr<Transformer>(Transformer::load(args.draft_model_dir, lo)),
+                                             *loaded.model);
+    drafter_label = args.draft_model_dir;
+  }
+  if (!args.drafter_dir.empty()) drafter_label = args.drafter_dir;
   if (!args.drafter_dir.empty())
     drafter = std::make_unique<DSparkSource>(std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(args.drafter_dir, *loaded.model)),
                                              *loaded.model);
@@ -76,7 +97,7 @@ int run_generate(const GenerateArgs& args) {
         {"seconds", seconds},
         {"prefill_seconds", stats.prefill_seconds},
         {"tokens_per_second", tps},
-        {"drafter", drafter ? args.drafter_dir : std::string("none")},
+        {"drafter", drafter_label},
         {"steps", stats.steps},
         {"tau", stats.tau()},
         {"n_drafted", stats.n_drafted},
@@ -107,6 +128,8 @@ Command add_generate(CLI::App& root) {
   app->add_option("--top-p", args->sampling.top_p, "top-p (1 = off)");
   app->add_option("--seed", args->sampling.seed, "random seed");
   app->add_option("-d,--drafter", args->drafter_dir, "DSpark / DFlash drafter directory (speculative decoding)");
+  app->add_option("--draft", args->draft_kind, "model-free drafter: ngram (prompt lookup)");
+  app->add_option("--draft-model", args->draft_model_dir, "small draft LM sharing the target's tokenizer");
   app->add_option("--gamma", args->gamma, "draft tokens per verify step (default: the drafter's block size)");
   app->add_option("--verify", args->verify, "fixed | threshold");
   app->add_option("--conf-min", args->conf_min, "threshold mode: cut drafts at the first confidence below this");

@@ -9,6 +9,7 @@
 #include "drafter/dspark_drafter.h"
 #include "generation/autoregressive.h"
 #include "spec/dspark_source.h"
+#include "spec/model_drafter.h"
 #include "spec/ngram_drafter.h"
 #include "spec/speculative.h"
 #include "support/tiny_models.h"
@@ -62,6 +63,7 @@ TEST(Speculative, GreedyOutputEqualsPlainDecodingForEveryDrafterAndMode) {
     for (auto& [name, t] : dspark->named_parameters())
       if (name.rfind("markov.", 0) == 0 || name.rfind("conf.", 0) == 0) t.copy_(torch::randn_like(t));
   }
+  std::shared_ptr<Transformer> small = testing::tiny_model("llama3", torch::kFloat32, 8);
   torch::manual_seed(21);
   int checked = 0;
   for (int trial = 0; trial < 8; ++trial) {
@@ -82,6 +84,9 @@ TEST(Speculative, GreedyOutputEqualsPlainDecodingForEveryDrafterAndMode) {
       drafters.emplace_back("none", nullptr);
       drafters.emplace_back("dspark", std::make_unique<DSparkSource>(dspark, *target));
       drafters.emplace_back("ngram", std::make_unique<NgramDrafter>());
+      drafters.emplace_back("model", std::make_unique<ModelDrafter>(small, *target));
+      drafters.emplace_back("self", std::make_unique<ModelDrafter>(
+                                        std::shared_ptr<Transformer>(testing::tiny_model("qwen3", torch::kFloat32, 5)), *target));
       drafters.emplace_back("oracle", std::make_unique<ScriptedDrafter>(script, 0));
       drafters.emplace_back("half-oracle", std::make_unique<ScriptedDrafter>(script, 3));
       for (auto& [name, drafter] : drafters) {
