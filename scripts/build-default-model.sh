@@ -14,6 +14,7 @@ WORK=${1:-build/default-model}
 OUT=${2:-models/default}
 PYLIB=${PYLIB:-/usr/lib/python3.11}
 STEPS=${STEPS:-450}
+STEPS2=${STEPS2:-450}
 THREADS=${THREADS:-0}
 DSPARK=${DSPARK:-build/dspark}
 
@@ -48,16 +49,25 @@ if [ ! -f "$WORK/tokenizer/tokenizer.json" ]; then
   "$DSPARK" train-tokenizer --corpus "$WORK/corpus/train" --ext .py --vocab 8192 --out "$WORK/tokenizer"
 fi
 
-# 4. Model (resumes when a checkpoint exists).
+# 4. Model, in two stages (each resumes when its checkpoint exists):
+#    stage 1: 450 steps of 16 x 256 tokens from random weights, peak lr 2e-3;
+#    stage 2: from stage 1's export, 450 more steps of 8 x 256 tokens (more updates per token
+#    seen), peak lr 1.5e-3.
 RESUME=()
 [ -f "$WORK/lm/train/train_state.safetensors" ] && RESUME=(--resume)
 "$DSPARK" train-lm --config configs/default-model.config.json --tokenizer "$WORK/tokenizer" \
   --corpus "$WORK/corpus/train" --valid "$WORK/corpus/valid" --ext .py --out "$WORK/lm" \
   --steps "$STEPS" --seq-len 256 --batch-size 16 --lr 2e-3 --seed 0 --eval-windows 128 --threads "$THREADS" "${RESUME[@]}"
+RESUME=()
+[ -f "$WORK/lm2/train/train_state.safetensors" ] && RESUME=(--resume)
+"$DSPARK" train-lm --config configs/default-model.config.json --tokenizer "$WORK/tokenizer" --init "$WORK/lm" \
+  --corpus "$WORK/corpus/train" --valid "$WORK/corpus/valid" --ext .py --out "$WORK/lm2" \
+  --steps "$STEPS2" --seq-len 256 --batch-size 8 --lr 1.5e-3 --warmup 20 --seed 1 --eval-windows 128 \
+  --threads "$THREADS" "${RESUME[@]}"
 
 # Ship: the exported HF files only (not the training state).
 mkdir -p "$OUT"
 for f in config.json generation_config.json tokenizer.json model.safetensors; do
-  cp "$WORK/lm/$f" "$OUT/$f.tmp" && mv "$OUT/$f.tmp" "$OUT/$f"
+  cp "$WORK/lm2/$f" "$OUT/$f.tmp" && mv "$OUT/$f.tmp" "$OUT/$f"
 done
 echo "default model written to $OUT"

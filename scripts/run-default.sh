@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The main job on the default model: complete a Python prompt.
-# Until the trained default model ships under models/, a random-weight Qwen3-architecture model is
-# created from configs/default-random.config.json (its output is gibberish by design).
+# The main job on the embedded default model (a small Python code model, models/default):
+# complete a Python prompt with DSpark speculative decoding (models/default-dspark), printing the
+# completion and the measured acceptance (tau). Output is exactly what the model alone produces.
+# Usage: scripts/run-default.sh [PROMPT] [N_TOKENS] [extra generate options...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ -x build/dspark ] || scripts/build.sh
 model=models/default
 if [ ! -f "$model/config.json" ]; then
-  model=build/models/default-random
-  if [ ! -f "$model/model.safetensors" ]; then
-    build/dspark init-random --config configs/default-random.config.json --out "$model" --dtype bf16 --seed 1
-  fi
+  echo "error: $model is missing (rebuild it with scripts/build-default-model.sh)" >&2
+  exit 1
 fi
-build/dspark generate -m "$model" -p "${1:-def fibonacci(n):}" -n "${2:-64}" "${@:3}"
+drafter=()
+[ -f models/default-dspark/dspark.json ] && drafter=(-d models/default-dspark)
+prompt=${1:-$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'}
+build/dspark generate -m "$model" "${drafter[@]}" -p "$prompt" -n "${2:-96}" "${@:3}"

@@ -14,6 +14,7 @@
 #include "spec/model_drafter.h"
 #include "spec/ngram_drafter.h"
 #include "spec/speculative.h"
+#include "cli/verify_setup.h"
 #include "util/error.h"
 
 namespace dspark::cli {
@@ -28,7 +29,7 @@ struct BenchArgs {
   int64_t max_new = 128;
   int64_t gamma = 0;
   int64_t limit = 0;
-  std::string verify = "fixed";
+  std::string verify;
   double conf_min = 0.5;
   SamplingParams sampling;
   bool json = false;
@@ -39,6 +40,8 @@ struct Method {
   std::string label;    // as given on the command line
   std::string kind;     // none | dspark | dflash | ngram | model
   std::unique_ptr<Drafter> drafter;
+  SpecOptions options;
+  std::shared_ptr<VerifySetup> setup = std::make_shared<VerifySetup>();
   SpecStats stats;
   int64_t tokens = 0;        // generated tokens after the first of each prompt
   double decode_seconds = 0;
@@ -58,6 +61,9 @@ int run_bench(const BenchArgs& args) {
     auto drafter = std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(dir, target));
     const std::string kind = drafter->config().markov == MarkovKind::None && !drafter->config().confidence ? "dflash" : "dspark";
     methods.push_back({dir, kind, std::make_unique<DSparkSource>(drafter, target, kind)});
+    methods.back().options.conf_min = args.conf_min;
+    prepare_verify(methods.back().options, *methods.back().setup, args.verify, target, args.model_dir, drafter.get(), dir,
+                   "", args.json);
   }
   for (const auto& kind : args.draft_kinds) {
     if (kind != "ngram") fail("unknown --draft '{}' (want ngram)", kind);
@@ -75,8 +81,17 @@ int run_bench(const BenchArgs& args) {
   o.gamma = args.gamma;
   o.sampling = args.sampling;
   o.eos_ids = loaded.eos_ids;
-  o.verify = parse_verify_mode(args.verify);
   o.conf_min = args.conf_min;
+  for (auto& m : methods) {
+    // Everything but the verify policy is shared; DSpark drafters keep their own policy.
+    const SpecOptions own = m.options;
+    m.options = o;
+    if (m.kind == "dspark" || m.kind == "dflash") {
+      m.options.verify = own.verify;
+      m.options.calibration = own.calibration;
+      m.options.sps = own.sps;
+    }
+  }
 
   std::vector<std::vector<int64_t>> encoded;
   for (const auto& text : prompts) {
@@ -85,12 +100,12 @@ int run_bench(const BenchArgs& args) {
     encoded.emplace_back(ids.begin(), ids.end());
   }
   // Warm-up (allocations, thread pools), not measured.
-  for (auto& m : methods) generate_speculative(target, m.drafter.get(), encoded[0], o);
+  for (auto& m : methods) generate_speculative(target, m.drafter.get(), encoded[0], m.options);
 
   for (size_t i = 0; i < encoded.size(); ++i) {
     std::vector<int64_t> plain_tokens;
     for (auto& m : methods) {
-      SpecOptions po = o;
+      SpecOptions po = m.options;
       po.sampling.seed = o.sampling.seed + i;  // same seed for every method on this prompt
       SpecResult r = generate_speculative(target, m.drafter.get(), encoded[i], po);
       m.stats.add(r.stats);
@@ -107,7 +122,9 @@ int run_bench(const BenchArgs& args) {
   nlohmann::json results = nlohmann::json::array();
   for (auto& m : methods) {
     const double tps = m.decode_seconds > 0 ? m.tokens / m.decode_seconds : 0;
+    const char* verify_names[] = {"fixed", "threshold", "sts", "auto"};
     nlohmann::json r = {{"method", m.kind},
+                        {"verify", m.drafter ? verify_names[int(m.options.verify)] : "none"},
                         {"drafter", m.label},
                         {"tau", m.stats.tau()},
                         {"steps", m.stats.steps},
@@ -155,7 +172,7 @@ Command add_bench(CLI::App& root) {
   app->add_option("--draft-model", args->draft_models, "small draft LMs sharing the target's tokenizer");
   app->add_option("-n,--n-predict", args->max_new, "tokens per prompt")->capture_default_str();
   app->add_option("--gamma", args->gamma, "draft tokens per verify step (default: the drafter's block size)");
-  app->add_option("--verify", args->verify, "fixed | threshold");
+  app->add_option("--verify", args->verify, "fixed | threshold | sts | auto (default: auto for DSpark drafters)");
   app->add_option("--conf-min", args->conf_min, "threshold mode: cut drafts at the first confidence below this");
   app->add_option("--limit", args->limit, "use only the first N prompts");
   app->add_option("--temp", args->sampling.temperature, "temperature (0 = greedy)");

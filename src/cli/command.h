@@ -34,5 +34,6 @@ Command add_train_lm(CLI::App& root);
 Command add_regen(CLI::App& root);
 Command add_train_drafter(CLI::App& root);
 Command add_bench(CLI::App& root);
+Command add_calibrate(CLI::App& root);
 
 }  // namespace dspark::cli

@@ -10,6 +10,7 @@
 #include "spec/model_drafter.h"
 #include "spec/ngram_drafter.h"
 #include "spec/speculative.h"
+#include "cli/verify_setup.h"
 #include "util/error.h"
 
 namespace dspark::cli {
@@ -26,7 +27,8 @@ struct GenerateArgs {
   std::string draft_kind;
   std::string draft_model_dir;
   int64_t gamma = 0;
-  std::string verify = "fixed";
+  std::string verify;
+  std::string calibration;
   double conf_min = 0.5;
   RuntimeArgs runtime;
 };
@@ -67,16 +69,20 @@ int run_generate(const GenerateArgs& args) {
     drafter_label = args.draft_model_dir;
   }
   if (!args.drafter_dir.empty()) drafter_label = args.drafter_dir;
-  if (!args.drafter_dir.empty())
-    drafter = std::make_unique<DSparkSource>(std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(args.drafter_dir, *loaded.model)),
-                                             *loaded.model);
+  std::shared_ptr<DSparkDrafter> dspark;
+  if (!args.drafter_dir.empty()) {
+    dspark = std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(args.drafter_dir, *loaded.model));
+    drafter = std::make_unique<DSparkSource>(dspark, *loaded.model);
+  }
   SpecOptions spec;
   spec.max_new_tokens = args.max_new;
   spec.gamma = args.gamma;
   spec.sampling = args.sampling;
   spec.eos_ids = loaded.eos_ids;
-  spec.verify = parse_verify_mode(args.verify);
   spec.conf_min = args.conf_min;
+  VerifySetup verify_setup;
+  prepare_verify(spec, verify_setup, args.verify, *loaded.model, args.model_dir, dspark.get(), args.drafter_dir,
+                 args.calibration, args.json);
   SpecResult result = generate_speculative(*loaded.model, drafter.get(), prompt, spec, on_token);
   const SpecStats& stats = result.stats;
   std::vector<TokenId> shown;
@@ -131,7 +137,8 @@ Command add_generate(CLI::App& root) {
   app->add_option("--draft", args->draft_kind, "model-free drafter: ngram (prompt lookup)");
   app->add_option("--draft-model", args->draft_model_dir, "small draft LM sharing the target's tokenizer");
   app->add_option("--gamma", args->gamma, "draft tokens per verify step (default: the drafter's block size)");
-  app->add_option("--verify", args->verify, "fixed | threshold");
+  app->add_option("--verify", args->verify, "fixed | threshold | sts | auto (default: auto with a confidence head)");
+  app->add_option("--calibration", args->calibration, "STS calibration file (default: DRAFTER/calibration.json if present)");
   app->add_option("--conf-min", args->conf_min, "threshold mode: cut drafts at the first confidence below this");
   app->add_flag("--json", args->json, "print one JSON object instead of streaming text");
   args->runtime.add_to(app);

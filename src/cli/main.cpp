@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
       dspark::cli::add_regen(app),
       dspark::cli::add_train_drafter(app),
       dspark::cli::add_bench(app),
+      dspark::cli::add_calibrate(app),
   };
   try {
     app.parse(argc, argv);

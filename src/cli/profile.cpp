@@ -9,7 +9,9 @@
 
 #include "cli/command.h"
 #include "cli/model_args.h"
+#include "spec/scheduler.h"
 #include "util/error.h"
+#include <filesystem>
 
 namespace dspark::cli {
 namespace {
@@ -20,56 +22,34 @@ struct ProfileArgs {
   int64_t context = 64;
   int64_t repeats = 5;
   bool json = false;
+  std::string out;
+  bool no_save = false;
   RuntimeArgs runtime;
 };
 
 int run_profile(const ProfileArgs& args) {
-  if (args.max_tokens < 1 || args.repeats < 1 || args.context < 1)
-    fail("--max-tokens, --repeats and --context must be >= 1");
   args.runtime.apply();
   auto model = Transformer::load(args.model_dir, LoadOptions{args.runtime.dtype, args.runtime.device});
-  const int64_t V = model->config().vocab_size;
-  std::vector<int64_t> prefix(static_cast<size_t>(args.context));
-  for (int64_t i = 0; i < args.context; ++i) prefix[size_t(i)] = (i * 7919 + 13) % V;
-  KVCache cache = model->new_cache();
-  model->forward(cache, prefix, LogitsAt::None);
-
-  // Interleave the chunk sizes within each repeat so that machine noise hits them alike.
-  std::vector<std::vector<double>> seconds(size_t(args.max_tokens));
-  for (int64_t r = -1; r < args.repeats; ++r) {  // r = -1 warms up
-    for (int64_t T = 1; T <= args.max_tokens; ++T) {
-      std::vector<int64_t> chunk(static_cast<size_t>(T));
-      for (int64_t i = 0; i < T; ++i) chunk[size_t(i)] = (r * 31 + i * 17 + 5 + V) % V;
-      auto start = std::chrono::steady_clock::now();
-      model->forward(cache, chunk, LogitsAt::All);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      cache.truncate(args.context);
-      if (r >= 0) seconds[size_t(T - 1)].push_back(s);
-    }
-  }
+  const SpsProfile p = measure_sps(*model, args.max_tokens, args.context, args.repeats);
+  // Saved next to the model (or --out), where generate --verify auto finds it.
+  const std::string out = args.out.empty() ? (std::filesystem::path(args.model_dir) / "sps_profile.json").string() : args.out;
+  if (!args.no_save) save_sps_profile(out, p);
   nlohmann::json rows = nlohmann::json::array();
-  double base = 0.0;
-  for (int64_t T = 1; T <= args.max_tokens; ++T) {
-    auto& v = seconds[size_t(T - 1)];
-    std::sort(v.begin(), v.end());
-    const double median = v[v.size() / 2];
-    if (T == 1) base = median;
-    rows.push_back({{"tokens", T}, {"ms", median * 1e3}, {"steps_per_second", 1.0 / median},
-                    {"cost_vs_1", median / base}});
-  }
-  nlohmann::json out = {{"model", args.model_dir}, {"dtype", dtype_to_hf(model->dtype())},
-                        {"threads", at::get_num_threads()}, {"context", args.context},
-                        {"repeats", args.repeats}, {"rows", rows}};
+  for (size_t i = 0; i < p.steps_per_second.size(); ++i)
+    rows.push_back({{"tokens", i + 1}, {"ms", 1e3 / p.steps_per_second[i]}, {"steps_per_second", p.steps_per_second[i]},
+                    {"cost_vs_1", p.steps_per_second[0] / p.steps_per_second[i]}});
+  nlohmann::json j = {{"model", args.model_dir}, {"dtype", p.dtype}, {"threads", p.threads}, {"context", args.context},
+                      {"repeats", args.repeats}, {"rows", rows}, {"saved", args.no_save ? "" : out}};
   if (args.json) {
-    std::cout << out.dump() << "\n";
+    std::cout << j.dump() << "\n";
   } else {
-    std::cout << fmt::format("{} ({}, {} threads, context {})\n", args.model_dir, dtype_to_hf(model->dtype()),
-                             at::get_num_threads(), args.context);
+    std::cout << fmt::format("{} ({}, {} threads, context {})\n", args.model_dir, p.dtype, p.threads, args.context);
     std::cout << "  T        ms   steps/s  cost vs T=1\n";
     for (auto& row : rows)
       std::cout << fmt::format("{:>3} {:>9.2f} {:>9.1f} {:>12.2f}\n", row["tokens"].get<int64_t>(),
                                row["ms"].get<double>(), row["steps_per_second"].get<double>(),
                                row["cost_vs_1"].get<double>());
+    if (!args.no_save) std::cout << "saved " << out << "\n";
   }
   return 0;
 }
@@ -84,6 +64,8 @@ Command add_profile(CLI::App& root) {
   app->add_option("--context", args->context, "tokens already in the KV cache");
   app->add_option("--repeats", args->repeats, "measurements per chunk size (median reported)");
   app->add_flag("--json", args->json, "print JSON");
+  app->add_option("--out", args->out, "where to save the profile (default MODEL/sps_profile.json)");
+  app->add_flag("--no-save", args->no_save, "only print");
   args->runtime.add_to(app);
   return {app, [args] { return run_profile(*args); }};
 }

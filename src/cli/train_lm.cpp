@@ -34,6 +34,7 @@ Command add_train_lm(CLI::App& root) {
   app->add_option("--ext", o.corpus_options.extensions, "only files with these extensions in directories");
   app->add_option("--exclude", o.corpus_options.exclude, "skip directories or files with these names");
   app->add_option("--out", o.out_dir, "output directory (model + train/ state)")->required();
+  app->add_option("--init", o.init_dir, "initialise from this model directory's weights (e.g. a second stage)");
   app->add_option("--steps", o.steps, "optimizer steps (schedule length)");
   app->add_option("--minutes", o.minutes, "stop this run after M minutes (schedule from the measured speed if no --steps)");
   app->add_option("--stop-at", o.stop_at, "checkpoint and stop at this step (continue later with --resume)");

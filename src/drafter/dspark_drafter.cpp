@@ -94,6 +94,21 @@ int64_t DSparkDrafter::parameter_count() const {
   return n;
 }
 
+std::string DSparkDrafter::fingerprint() const {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  const std::string config = to_json(config_).dump();
+  mix(config.data(), config.size());
+  for (const auto& name : names_) {
+    at::Tensor t = params_.at(name).detach().to(torch::kCPU).to(torch::kBFloat16).contiguous();
+    mix(t.data_ptr(), size_t(t.nbytes()));
+  }
+  return fmt::format("{:016x}", h);
+}
+
 void DSparkDrafter::to(c10::Device device) {
   for (auto& [name, t] : params_) {
     const bool grad = t.requires_grad();

@@ -38,6 +38,8 @@ class DSparkDrafter {
   const TargetIdentity& target() const { return target_; }
   NamedParameters named_parameters() const;
   int64_t parameter_count() const;
+  // Hash of config and parameters: identifies this drafter in calibration files.
+  std::string fingerprint() const;
   void to(c10::Device device);
 
   // The target hidden states this drafter reads, and the features it builds from them.

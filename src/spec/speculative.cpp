@@ -16,7 +16,9 @@ double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 VerifyMode parse_verify_mode(const std::string& name) {
   if (name == "fixed") return VerifyMode::Fixed;
   if (name == "threshold") return VerifyMode::Threshold;
-  fail("unknown verify mode '{}' (want fixed or threshold)", name);
+  if (name == "sts") return VerifyMode::Sts;
+  if (name == "auto") return VerifyMode::Auto;
+  fail("unknown verify mode '{}' (want fixed, threshold, sts or auto)", name);
 }
 
 std::vector<double> SpecStats::acceptance_per_position() const {
@@ -121,9 +123,23 @@ SpecResult generate_speculative(Transformer& target, Drafter* drafter, const std
         int64_t cut = 0;
         while (cut < n && proposal.confidence[size_t(cut)] >= o.conf_min) ++cut;
         n = cut;
+      } else if ((o.verify == VerifyMode::Sts || o.verify == VerifyMode::Auto) && !proposal.conf_logits.empty()) {
+        std::vector<double> survival = o.calibration ? o.calibration->survival(proposal.conf_logits)
+                                                     : Calibration{}.survival(proposal.conf_logits);
+        survival.resize(size_t(n));
+        if (o.verify == VerifyMode::Sts) {
+          int64_t cut = 0;
+          while (cut < n && survival[size_t(cut)] >= o.conf_min) ++cut;
+          n = cut;
+        } else {
+          if (!o.sps) fail("verify mode 'auto' needs an SPS profile (run dspark profile)");
+          n = schedule_verify_lengths({survival}, *o.sps)[0];
+        }
       }
       proposal.tokens.resize(size_t(n));
       if (!proposal.q.empty()) proposal.q.resize(size_t(n));
+      if (proposal.conf_logits.size() > size_t(n)) proposal.conf_logits.resize(size_t(n));
+      if (proposal.confidence.size() > size_t(n)) proposal.confidence.resize(size_t(n));
     }
     std::vector<int64_t> chunk = {anchor};
     chunk.insert(chunk.end(), proposal.tokens.begin(), proposal.tokens.end());
@@ -142,6 +158,7 @@ SpecResult generate_speculative(Transformer& target, Drafter* drafter, const std
       next = v.next_token;
     }
     stats.verify_seconds += since(t1);
+    if (o.on_verify && n > 0) o.on_verify(proposal, accepted);
     ++stats.steps;
     stats.n_drafted += n;
     stats.n_accepted += accepted;

@@ -10,13 +10,17 @@
 
 #include "model/transformer.h"
 #include "sampling/sampler.h"
+#include "spec/calibration.h"
 #include "spec/drafter.h"
+#include "spec/scheduler.h"
 
 namespace dspark {
 
 enum class VerifyMode {
   Fixed,      // verify every drafted token
-  Threshold,  // cut the block at the first c_k below conf_min
+  Threshold,  // cut the block at the first raw c_k below conf_min (DeepSpec / llama.cpp)
+  Sts,        // cut at the first calibrated survival a_k = prod c_i below conf_min
+  Auto,       // Algorithm 1: admit drafts while expected tokens x SPS(B) improves
 };
 VerifyMode parse_verify_mode(const std::string& name);
 
@@ -27,6 +31,10 @@ struct SpecOptions {
   std::vector<int64_t> eos_ids;
   VerifyMode verify = VerifyMode::Fixed;
   double conf_min = 0.5;
+  const Calibration* calibration = nullptr;  // STS temperatures (sts, auto); null: raw confidences
+  const SpsProfile* sps = nullptr;           // measured cost curve (auto; required there)
+  // Called after every verify step with the verified proposal and the accepted count (calibration).
+  std::function<void(const DraftProposal&, int64_t accepted)> on_verify;
 };
 
 struct SpecStats {

@@ -97,7 +97,7 @@ double evaluate(Transformer& model, const TokenFile& valid, int64_t seq_len, int
 
 json options_identity(const LmTrainOptions& o, const std::string& config_text, uint64_t data_fp) {
   // What must not change across a resume for it to be the same run.
-  return {{"config", fnv1a64(config_text)}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size},
+  return {{"config", fnv1a64(config_text)}, {"init", o.init_dir}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size},
           {"lr", o.lr}, {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay},
           {"beta1", o.beta1}, {"beta2", o.beta2}, {"grad_clip", o.grad_clip}, {"seed", o.seed},
           {"dtype", o.dtype}, {"data", data_fp}};
@@ -145,7 +145,9 @@ LmTrainResult train_lm(const LmTrainOptions& o) {
   // Model and optimizer. Parameters are created from the seed even when resuming (then
   // overwritten), so both paths build identical objects.
   const c10::ScalarType dtype = parse_dtype(o.dtype);
-  Transformer model(config, random_weights(config, dtype, o.seed));
+  ModelWeights initial = o.init_dir.empty() ? random_weights(config, dtype, o.seed) : load_weights(config, o.init_dir, dtype);
+  if (config.tie_word_embeddings) initial.lm_head = initial.embed;  // one shared parameter
+  Transformer model(config, std::move(initial));
   NamedParameters params;
   std::vector<at::Tensor> decay, no_decay, all_params;
   for (auto& [name, tensor] : model.weights().named()) {

@@ -25,6 +25,7 @@ struct LmTrainOptions {
   std::vector<std::string> valid_corpus;  // held-out files / directories (optional)
   CorpusOptions corpus_options;
   std::string out_dir;
+  std::string init_dir;        // start from this model's weights (a second training stage)
 
   int64_t steps = 0;        // schedule length; 0: derived from `minutes` and the measured speed
   double minutes = 0;       // wall-clock budget of this run (0: none); a checkpoint is written at the end

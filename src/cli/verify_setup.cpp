@@ -1,0 +1,49 @@
+#include "cli/verify_setup.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include "util/error.h"
+
+namespace dspark::cli {
+namespace fs = std::filesystem;
+
+void prepare_verify(SpecOptions& o, VerifySetup& setup, const std::string& mode, Transformer& target,
+                    const std::string& model_dir, const DSparkDrafter* drafter, const std::string& drafter_dir,
+                    const std::string& calibration_path, bool quiet) {
+  const bool has_conf = drafter && drafter->config().confidence;
+  o.verify = mode.empty() ? (has_conf ? VerifyMode::Auto : VerifyMode::Fixed) : parse_verify_mode(mode);
+  if (o.verify == VerifyMode::Fixed) return;
+  if (!has_conf) {
+    if (!mode.empty() && mode != "fixed") fail("--verify {} needs a drafter with a confidence head", mode);
+    o.verify = VerifyMode::Fixed;
+    return;
+  }
+  std::string cal = calibration_path;
+  if (cal.empty() && fs::exists(fs::path(drafter_dir) / "calibration.json"))
+    cal = (fs::path(drafter_dir) / "calibration.json").string();
+  if (!cal.empty()) {
+    setup.calibration = std::make_unique<Calibration>(load_calibration(cal, drafter->fingerprint()));
+    o.calibration = setup.calibration.get();
+  }
+  if (o.verify != VerifyMode::Auto) return;
+  const std::string fingerprint = model_fingerprint(target);
+  const fs::path profile = fs::path(model_dir) / "sps_profile.json";
+  const int64_t needed = drafter->config().block_size + 1;
+  if (fs::exists(profile)) {
+    setup.sps = std::make_unique<SpsProfile>(load_sps_profile(profile.string(), fingerprint));
+    if (int64_t(setup.sps->steps_per_second.size()) < needed) setup.sps.reset();
+  }
+  if (!setup.sps) {
+    if (!quiet) std::cerr << "measuring SPS(B) for B = 1.." << needed << " (dspark profile)...\n";
+    setup.sps = std::make_unique<SpsProfile>(measure_sps(target, needed, 64, 5));
+    try {
+      save_sps_profile(profile.string(), *setup.sps);
+    } catch (const Error&) {
+      // A read-only model directory: use the measurement for this run only.
+    }
+  }
+  o.sps = setup.sps.get();
+}
+
+}  // namespace dspark::cli

@@ -1,0 +1,23 @@
+// Shared by generate and bench: turns --verify / --calibration into SpecOptions, loading the
+// drafter's calibration (DRAFTER/calibration.json when present) and the model's SPS profile
+// (MODEL/sps_profile.json; measured and saved there when missing).
+#pragma once
+#include <memory>
+#include <string>
+
+#include "drafter/dspark_drafter.h"
+#include "spec/speculative.h"
+
+namespace dspark::cli {
+
+struct VerifySetup {
+  std::unique_ptr<Calibration> calibration;
+  std::unique_ptr<SpsProfile> sps;
+};
+
+// `mode` empty: auto when the drafter has a confidence head, else fixed.
+void prepare_verify(SpecOptions& options, VerifySetup& setup, const std::string& mode, Transformer& target,
+                    const std::string& model_dir, const DSparkDrafter* drafter, const std::string& drafter_dir,
+                    const std::string& calibration_path, bool quiet);
+
+}  // namespace dspark::cli

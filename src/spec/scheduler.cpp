@@ -1,0 +1,130 @@
+#include "spec/scheduler.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "drafter/dspark_config.h"
+#include "io/atomic_file.h"
+#include "model/transformer.h"
+#include "util/error.h"
+
+namespace dspark {
+using json = nlohmann::json;
+
+double SpsProfile::sps(int64_t tokens) const {
+  if (steps_per_second.empty()) fail("empty SPS profile");
+  if (tokens < 1) tokens = 1;
+  const int64_t n = int64_t(steps_per_second.size());
+  if (tokens <= n) return steps_per_second[size_t(tokens - 1)];
+  // Past the measured range: the last measured cost per token, scaled.
+  return steps_per_second.back() * double(n) / double(tokens);
+}
+
+std::string model_fingerprint(Transformer& model) {
+  const TargetIdentity id = TargetIdentity::of(model);
+  return fmt::format("{}:{}x{}x{}:{}", id.architecture, id.num_layers, id.hidden_size, id.vocab_size, id.fingerprint);
+}
+
+SpsProfile measure_sps(Transformer& model, int64_t max_tokens, int64_t context, int64_t repeats) {
+  if (max_tokens < 1 || repeats < 1 || context < 1) fail("--max-tokens, --repeats and --context must be >= 1");
+  torch::NoGradGuard no_grad;
+  const int64_t V = model.config().vocab_size;
+  std::vector<int64_t> prefix(static_cast<size_t>(context));
+  for (int64_t i = 0; i < context; ++i) prefix[size_t(i)] = (i * 7919 + 13) % V;
+  KVCache cache = model.new_cache();
+  model.forward(cache, prefix, LogitsAt::None);
+  std::vector<std::vector<double>> seconds(static_cast<size_t>(max_tokens));
+  for (int64_t r = -1; r < repeats; ++r) {  // r = -1 warms up; sizes interleaved against noise
+    for (int64_t T = 1; T <= max_tokens; ++T) {
+      std::vector<int64_t> chunk(static_cast<size_t>(T));
+      for (int64_t i = 0; i < T; ++i) chunk[size_t(i)] = (r * 31 + i * 17 + 5 + V) % V;
+      const auto start = std::chrono::steady_clock::now();
+      model.forward(cache, chunk, LogitsAt::All);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      cache.truncate(context);
+      if (r >= 0) seconds[size_t(T - 1)].push_back(s);
+    }
+  }
+  SpsProfile p;
+  for (auto& v : seconds) {
+    std::sort(v.begin(), v.end());
+    p.steps_per_second.push_back(1.0 / v[v.size() / 2]);
+  }
+  p.model_fingerprint = model_fingerprint(model);
+  p.device = model.device().str();
+  p.dtype = dtype_to_hf(model.dtype());
+  p.threads = at::get_num_threads();
+  return p;
+}
+
+void save_sps_profile(const std::string& path, const SpsProfile& p) {
+  json j = {{"kind", "dspark-sps-profile"}, {"model", p.model_fingerprint}, {"device", p.device},
+            {"dtype", p.dtype}, {"threads", p.threads}, {"steps_per_second", p.steps_per_second}};
+  io::write_text_atomic(path, j.dump(2) + "\n");
+}
+
+SpsProfile load_sps_profile(const std::string& path, const std::string& fingerprint) {
+  json j = json::parse(io::read_text_file(path), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("kind", "") != "dspark-sps-profile")
+    fail("{} is not an SPS profile (run dspark profile)", path);
+  SpsProfile p;
+  try {
+    p.model_fingerprint = j.at("model").get<std::string>();
+    p.device = j.value("device", "");
+    p.dtype = j.value("dtype", "");
+    p.threads = j.value("threads", int64_t(0));
+    p.steps_per_second = j.at("steps_per_second").get<std::vector<double>>();
+  } catch (const json::exception&) {
+    fail("{}: malformed SPS profile", path);
+  }
+  if (p.steps_per_second.empty()) fail("{}: empty SPS profile", path);
+  for (double v : p.steps_per_second)
+    if (!(v > 0) || !std::isfinite(v)) fail("{}: SPS values must be positive", path);
+  if (p.model_fingerprint != fingerprint) fail("{} was measured for another model; run dspark profile again", path);
+  return p;
+}
+
+std::vector<int64_t> schedule_verify_lengths(const std::vector<std::vector<double>>& survival, const SpsProfile& sps,
+                                             bool early_stop) {
+  struct Candidate {
+    double a;
+    size_t r, j;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t r = 0; r < survival.size(); ++r)
+    for (size_t j = 0; j < survival[r].size(); ++j) candidates.push_back({survival[r][j], r, j});
+  // Descending survival; within a request survival is non-increasing, so ties keep position order
+  // and every admitted set is a prefix per request.
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) { return x.a > y.a; });
+  std::vector<int64_t> lengths(survival.size(), 0);
+  int64_t tokens = int64_t(survival.size());  // every request verifies its anchor
+  double tau = double(survival.size());
+  double best = tau * sps.sps(tokens);
+  size_t best_count = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Candidate& c = candidates[i];
+    if (int64_t(c.j) != lengths[c.r] && early_stop) break;  // not the next position of its request
+    const double next_tau = tau + c.a;
+    const double theta = next_tau * sps.sps(tokens + 1);
+    if (early_stop) {
+      if (theta <= best) break;  // the first candidate that does not help ends the search
+      best = theta;
+      ++lengths[c.r];
+    } else if (theta > best) {
+      best = theta;
+      best_count = i + 1;
+    }
+    tau = next_tau;
+    ++tokens;
+  }
+  if (!early_stop) {
+    std::fill(lengths.begin(), lengths.end(), 0);
+    for (size_t i = 0; i < best_count; ++i) ++lengths[candidates[i].r];
+  }
+  return lengths;
+}
+
+}  // namespace dspark

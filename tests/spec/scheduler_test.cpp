@@ -1,0 +1,97 @@
+// Algorithm 1 and STS: the paper's Appendix A counterexample (early stop keeps the target
+// distribution, the retrospective global search does not) and calibration of synthetic confidences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "spec/calibration.h"
+#include "spec/scheduler.h"
+
+namespace dspark {
+namespace {
+
+SpsProfile profile(std::vector<double> sps) {
+  SpsProfile p;
+  p.steps_per_second = std::move(sps);
+  return p;
+}
+
+TEST(Scheduler, AdmitsWhileThroughputImproves) {
+  // Verifying 2 tokens costs barely more than 1: confident drafts are worth it.
+  SpsProfile sps = profile({100, 95, 90, 85, 50});
+  EXPECT_EQ(schedule_verify_lengths({{0.9, 0.8, 0.7, 0.1}}, sps)[0], 3);
+  EXPECT_EQ(schedule_verify_lengths({{0.01, 0.001}}, sps)[0], 0);
+  // Two requests share the batch budget; the most confident candidates go first.
+  auto l = schedule_verify_lengths({{0.95, 0.9}, {0.5, 0.1}}, profile({100, 99, 98, 97, 60, 30}));
+  EXPECT_EQ(l[0], 2);
+  EXPECT_EQ(l[1], 0);
+}
+
+// Appendix A: R = 1, gamma = 2, a1 = 0.8, SPS = (1.0, 0.5, 0.45); vocabulary {A, B},
+// p_t = (0.7, 0.3), p_d = (0.5, 0.5); x1 = A gives c2 = 0.9, x1 = B gives c2 = 0.
+// Exact probability that the first emitted token is A.
+double first_token_prob_A(bool early_stop) {
+  const SpsProfile sps = profile({1.0, 0.5, 0.45});
+  const double pt[2] = {0.7, 0.3}, pd[2] = {0.5, 0.5};
+  double prob_a = 0;
+  for (int x1 = 0; x1 < 2; ++x1) {
+    const double c2 = x1 == 0 ? 0.9 : 0.0;
+    const int64_t l = schedule_verify_lengths({{0.8, 0.8 * c2}}, sps, early_stop)[0];
+    double out_a;
+    if (l == 0) {
+      out_a = pt[0];  // the target's own token
+    } else {
+      const double accept = std::min(1.0, pt[x1] / pd[x1]);
+      // Residual norm(max(p_t - p_d, 0)) = all mass on A.
+      out_a = (x1 == 0 ? accept : 0.0) + (1 - accept) * 1.0;
+    }
+    prob_a += pd[x1] * out_a;
+  }
+  return prob_a;
+}
+
+TEST(Scheduler, AppendixACounterexample) {
+  EXPECT_NEAR(first_token_prob_A(true), 0.7, 1e-12);   // lossless
+  EXPECT_NEAR(first_token_prob_A(false), 0.85, 1e-12);  // biased towards A
+  // The global search really does look past the first non-improving candidate.
+  EXPECT_EQ(schedule_verify_lengths({{0.8, 0.72}}, profile({1.0, 0.5, 0.45}), false)[0], 2);
+  EXPECT_EQ(schedule_verify_lengths({{0.8, 0.72}}, profile({1.0, 0.5, 0.45}), true)[0], 0);
+}
+
+TEST(Calibration, StsRemovesAKnownMiscalibration) {
+  // True per-position conditional acceptance p_k = sigmoid(u_k); the head reports z_k = 3 u_k
+  // (over-confident by temperature 3).
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> normal(0.5, 1.5);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  CalibrationData data;
+  const int g = 4;
+  for (int s = 0; s < 20000; ++s) {
+    std::vector<double> z;
+    int64_t accepted = 0;
+    bool alive = true;
+    for (int k = 0; k < g; ++k) {
+      const double u = normal(rng);
+      z.push_back(3.0 * u);
+      const bool ok = uniform(rng) < 1.0 / (1.0 + std::exp(-u));
+      if (alive && ok) ++accepted;
+      else alive = false;
+    }
+    data.conf_logits.push_back(z);
+    data.accepted.push_back(accepted);
+  }
+  const auto before = calibration_metrics(data, std::vector<double>(g, 1.0));
+  Calibration c = fit_sts(data, g);
+  const auto after = calibration_metrics(data, c.temperatures);
+  for (int k = 0; k < g; ++k) {
+    EXPECT_GT(before[k].ece, 0.05) << k;
+    EXPECT_LT(after[k].ece, 0.02) << k;
+    EXPECT_LT(after[k].brier, before[k].brier) << k;
+    EXPECT_NEAR(c.temperatures[k], 3.0, 0.8) << k;
+    EXPECT_GT(after[k].auroc, 0.7) << k;
+  }
+}
+
+}  // namespace
+}  // namespace dspark
