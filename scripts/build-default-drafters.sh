@@ -12,8 +12,8 @@ cd "$(dirname "$0")/.."
 
 WORK=${1:-build/default-model}
 TARGET=${TARGET:-models/default}
-STEPS=${STEPS:-400}
-PROMPTS=${PROMPTS:-1500}
+STEPS=${STEPS:-200}
+PROMPTS=${PROMPTS:-800}
 DSPARK=${DSPARK:-build/dspark}
 
 [ -x "$DSPARK" ] || scripts/build.sh
@@ -31,7 +31,7 @@ train() {  # name, extra args...
   local resume=()
   [ -f "$WORK/drafters/$name/train/train_state.safetensors" ] && resume=(--resume)
   "$DSPARK" train --target "$TARGET" --data "$WORK/drafters/regen" --out "$WORK/drafters/$name" \
-    --config configs/default-dspark.drafter.json --steps "$STEPS" --batch-size 8 --anchors 32 --max-len 384 \
+    --config configs/default-dspark.drafter.json --steps "$STEPS" --batch-size 8 --anchors 32 --max-len 256 \
     --lr 1e-3 --seed 0 --threads 1 "$@" "${resume[@]}" > "$WORK/drafters/$name.log" 2>&1
 }
 train dspark &

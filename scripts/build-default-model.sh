@@ -14,7 +14,7 @@ WORK=${1:-build/default-model}
 OUT=${2:-models/default}
 PYLIB=${PYLIB:-/usr/lib/python3.11}
 STEPS=${STEPS:-450}
-STEPS2=${STEPS2:-450}
+STEPS2=${STEPS2:-300}
 THREADS=${THREADS:-0}
 DSPARK=${DSPARK:-build/dspark}
 
@@ -51,7 +51,7 @@ fi
 
 # 4. Model, in two stages (each resumes when its checkpoint exists):
 #    stage 1: 450 steps of 16 x 256 tokens from random weights, peak lr 2e-3;
-#    stage 2: from stage 1's export, 450 more steps of 8 x 256 tokens (more updates per token
+#    stage 2: from stage 1's export, 300 more steps of 8 x 256 tokens (more updates per token
 #    seen), peak lr 1.5e-3.
 RESUME=()
 [ -f "$WORK/lm/train/train_state.safetensors" ] && RESUME=(--resume)
