@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "cli/model_args.h"
 #include "drafter/dspark_drafter.h"
+#include "io/atomic_file.h"
 #include "io/prompts_file.h"
 #include "spec/dspark_source.h"
 #include "spec/model_drafter.h"
@@ -33,8 +34,41 @@ struct BenchArgs {
   double conf_min = 0.5;
   SamplingParams sampling;
   bool json = false;
+  std::string plot_path;
   RuntimeArgs runtime;
 };
+
+// Acceptance per position for every method (where drafts die), tau in the legend.
+void write_plot(const std::string& path, const nlohmann::json& results) {
+  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"};
+  size_t positions = 1;
+  for (const auto& r : results) positions = std::max(positions, r["acceptance_per_position"].size());
+  const double W = 560, H = 300, left = 50, top = 20, plot_w = 330, plot_h = 240;
+  std::string svg = fmt::format("<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' font-size='11'>\n", W, H + 20);
+  svg += fmt::format("<rect x='{}' y='{}' width='{}' height='{}' fill='none' stroke='#999'/>\n", left, top, plot_w, plot_h);
+  for (int i = 0; i <= 4; ++i)
+    svg += fmt::format("<text x='{}' y='{}' text-anchor='end'>{:.2f}</text>\n", left - 4, top + plot_h * (1 - i / 4.0) + 4, i / 4.0);
+  for (size_t k = 0; k < positions; ++k)
+    svg += fmt::format("<text x='{}' y='{}' text-anchor='middle'>{}</text>\n",
+                       left + plot_w * (positions == 1 ? 0.5 : double(k) / double(positions - 1)), top + plot_h + 14, k + 1);
+  svg += fmt::format("<text x='{}' y='{}'>draft position (acceptance rate per verify step)</text>\n", left + 40, top + plot_h + 30);
+  size_t c = 0;
+  for (const auto& r : results) {
+    const auto& acc = r["acceptance_per_position"];
+    if (acc.empty()) continue;
+    const char* color = colors[c++ % 7];
+    std::string points;
+    for (size_t k = 0; k < acc.size(); ++k)
+      points += fmt::format("{:.1f},{:.1f} ", left + plot_w * (positions == 1 ? 0.5 : double(k) / double(positions - 1)),
+                            top + plot_h * (1 - acc[k].get<double>()));
+    svg += fmt::format("<polyline points='{}' fill='none' stroke='{}' stroke-width='2'/>\n", points, color);
+    svg += fmt::format("<text x='{}' y='{}' fill='{}'>{} ({}): tau {:.2f}, {:.2f}x</text>\n", left + plot_w + 10,
+                       top + 14 * double(c), color, r["method"].get<std::string>(), r["verify"].get<std::string>(),
+                       r["tau"].get<double>(), r["speedup"].get<double>());
+  }
+  svg += "</svg>\n";
+  io::write_text_atomic(path, svg);
+}
 
 struct Method {
   std::string label;    // as given on the command line
@@ -138,6 +172,7 @@ int run_bench(const BenchArgs& args) {
     if (o.sampling.greedy()) r["outputs_match"] = m.mismatches == 0;
     results.push_back(r);
   }
+  if (!args.plot_path.empty()) write_plot(args.plot_path, results);
   if (args.json) {
     std::cout << nlohmann::json{{"model", args.model_dir}, {"prompts", encoded.size()}, {"max_new_tokens", args.max_new},
                                 {"temperature", o.sampling.temperature}, {"results", results}}
@@ -180,6 +215,7 @@ Command add_bench(CLI::App& root) {
   app->add_option("--top-p", args->sampling.top_p, "top-p (1 = off)");
   app->add_option("--seed", args->sampling.seed, "random seed");
   app->add_flag("--json", args->json, "print one JSON object {\"results\": [...]}");
+  app->add_option("--plot", args->plot_path, "write an SVG of acceptance per position and tau for each method");
   args->runtime.add_to(app);
   return {app, [args] { return run_bench(*args); }};
 }

@@ -97,10 +97,12 @@ double evaluate(Transformer& model, const TokenFile& valid, int64_t seq_len, int
 
 json options_identity(const LmTrainOptions& o, const std::string& config_text, uint64_t data_fp) {
   // What must not change across a resume for it to be the same run.
-  return {{"config", fnv1a64(config_text)}, {"init", o.init_dir}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size},
+  json id = {{"config", fnv1a64(config_text)}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size},
           {"lr", o.lr}, {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay},
           {"beta1", o.beta1}, {"beta2", o.beta2}, {"grad_clip", o.grad_clip}, {"seed", o.seed},
           {"dtype", o.dtype}, {"data", data_fp}};
+  if (!o.init_dir.empty()) id["init"] = o.init_dir;
+  return id;
 }
 
 }  // namespace
