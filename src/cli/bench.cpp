@@ -93,6 +93,8 @@ int run_bench(const BenchArgs& args) {
   methods.push_back({"none", "none", nullptr});
   for (const auto& dir : args.drafter_dirs) {
     auto drafter = std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(dir, target));
+    if (args.gamma > drafter->config().block_size)
+      fail("--gamma {} exceeds the block size {} of drafter {}", args.gamma, drafter->config().block_size, dir);
     const std::string kind = drafter->config().markov == MarkovKind::None && !drafter->config().confidence ? "dflash" : "dspark";
     methods.push_back({dir, kind, std::make_unique<DSparkSource>(drafter, target, kind)});
     methods.back().options.conf_min = args.conf_min;

@@ -73,6 +73,8 @@ int run_generate(const GenerateArgs& args) {
   if (!args.drafter_dir.empty()) {
     dspark = std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(args.drafter_dir, *loaded.model));
     drafter = std::make_unique<DSparkSource>(dspark, *loaded.model);
+    if (args.gamma > dspark->config().block_size)
+      fail("--gamma {} exceeds the drafter's block size {}", args.gamma, dspark->config().block_size);
   }
   SpecOptions spec;
   spec.max_new_tokens = args.max_new;

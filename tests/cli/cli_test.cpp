@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 
 #include "support/tiny_models.h"
+#include "drafter/dspark_drafter.h"
+#include "model/transformer.h"
 
 namespace dspark {
 namespace {
@@ -125,6 +127,50 @@ TEST_F(CliTest, CorruptWeightsAreAOneLineError) {
   RunResult r = run_cli("generate -m " + dir_ + "/corrupt -p hi");
   EXPECT_TRUE(is_one_line_error(r)) << r.err;
   EXPECT_NE(r.err.find("model.safetensors"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dspark
+
+namespace dspark {
+namespace {
+
+// Speculative-decoding bad input: one line, non-zero exit.
+TEST_F(CliTest, SpeculativeBadInputIsAOneLineError) {
+  // A drafter made for another target (same sizes, other weights).
+  RunResult other = run_cli("init-random --config " + dir_ + "/config.json --out " + dir_ + "/other --dtype f32 --seed 4");
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  DSparkConfig c;
+  c.block_size = 3;
+  c.width = 16;
+  c.num_layers = 1;
+  c.num_heads = 2;
+  c.head_dim = 8;
+  c.ffn_size = 16;
+  c.markov_rank = 4;
+  c.target_layers = {0};
+  auto target = Transformer::load(dir_ + "/model");
+  DSparkDrafter(c, TargetIdentity::of(*target), 1).save(dir_ + "/drafter");
+  EXPECT_TRUE(is_one_line_error(run_cli("generate -m " + dir_ + "/other -d " + dir_ + "/drafter -p 'x' -n 4 -t 1")));
+  // --gamma beyond the drafter's block size.
+  RunResult gamma = run_cli("generate -m " + dir_ + "/model -d " + dir_ + "/drafter -p 'x' -n 4 --gamma 9 -t 1");
+  EXPECT_TRUE(is_one_line_error(gamma)) << gamma.err;
+  // A malformed prompts file.
+  std::ofstream(dir_ + "/bad.jsonl") << "{\"prompt\": \"ok\"}\n{not json\n";
+  RunResult bad = run_cli("bench -m " + dir_ + "/model --prompts " + dir_ + "/bad.jsonl -n 4 -t 1");
+  EXPECT_TRUE(is_one_line_error(bad)) << bad.err;
+  EXPECT_NE(bad.err.find("bad.jsonl:2"), std::string::npos) << bad.err;
+  // A calibration file and an SPS profile made for other drafters / models.
+  std::ofstream(dir_ + "/cal.json") << "{\"kind\": \"dspark-calibration\", \"drafter\": \"0123\", \"temperatures\": [1, 1, 1]}";
+  EXPECT_TRUE(is_one_line_error(run_cli("generate -m " + dir_ + "/model -d " + dir_ + "/drafter -p 'x' -n 4 --verify sts --calibration " +
+                                        dir_ + "/cal.json -t 1")));
+  std::ofstream(dir_ + "/model/sps_profile.json") << "{\"kind\": \"dspark-sps-profile\", \"model\": \"other\", \"steps_per_second\": [1, 2, 3, 4]}";
+  EXPECT_TRUE(is_one_line_error(run_cli("generate -m " + dir_ + "/model -d " + dir_ + "/drafter -p 'x' -n 4 --verify auto -t 1")));
+  std::filesystem::remove(dir_ + "/model/sps_profile.json");
+  // The same drafter on its own target works and reports tau.
+  RunResult ok = run_cli("generate -m " + dir_ + "/model -d " + dir_ + "/drafter -p 'x' -n 6 --json -t 1");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("\"tau\""), std::string::npos);
 }
 
 }  // namespace
