@@ -3,8 +3,11 @@
 #   1. prompts: signature + docstring of functions in the default model's training split
 #      (scripts/make-prompts.py); the held-out bench prompts come from its validation modules;
 #   2. regen: the default model regenerates responses (temperature 0.7, top-p 0.8, top-k 20);
-#   3. train: a DSpark drafter and a DFlash baseline with the same data, steps and settings,
-#      run side by side on one thread each.
+#   3. train: a DSpark drafter and a DFlash baseline with the same data, settings and time budget
+#      (MINUTES of training each; the schedule length follows from each one's measured speed),
+#      run side by side on one thread each;
+#   4. calibrate: STS temperatures of the DSpark confidence head on 48 held-out prompts that are
+#      disjoint from the benchmark prompts.
 # Needs the corpus split of scripts/build-default-model.sh. Resumable: run it again after an
 # interruption. Usage: scripts/build-default-drafters.sh [WORK_DIR (default build/default-model)]
 set -euo pipefail
@@ -12,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 WORK=${1:-build/default-model}
 TARGET=${TARGET:-models/default}
-STEPS=${STEPS:-200}
+MINUTES=${MINUTES:-15}
 PROMPTS=${PROMPTS:-800}
 DSPARK=${DSPARK:-build/dspark}
 
@@ -22,6 +25,8 @@ DSPARK=${DSPARK:-build/dspark}
 mkdir -p "$WORK/drafters"
 python3 scripts/make-prompts.py "$WORK/corpus/train" "$WORK/drafters/train-prompts.jsonl" --max "$PROMPTS"
 python3 scripts/make-prompts.py "$WORK/corpus/valid" bench/prompts/python-heldout.jsonl --max 32
+python3 scripts/make-prompts.py "$WORK/corpus/valid" "$WORK/drafters/calibration-prompts.jsonl" --max 48 \
+  --exclude bench/prompts/python-heldout.jsonl
 
 "$DSPARK" regen --target "$TARGET" --prompts "$WORK/drafters/train-prompts.jsonl" --out "$WORK/drafters/regen" \
   --temp 0.7 --top-p 0.8 --top-k 20 --max-new 128 --batch 16 --seed 0
@@ -31,7 +36,7 @@ train() {  # name, extra args...
   local resume=()
   [ -f "$WORK/drafters/$name/train/train_state.safetensors" ] && resume=(--resume)
   "$DSPARK" train --target "$TARGET" --data "$WORK/drafters/regen" --out "$WORK/drafters/$name" \
-    --config configs/default-dspark.drafter.json --steps "$STEPS" --batch-size 8 --anchors 32 --max-len 256 \
+    --config configs/default-dspark.drafter.json --minutes "$MINUTES" --batch-size 8 --anchors 32 --max-len 256 \
     --lr 1e-3 --seed 0 --threads 1 "$@" "${resume[@]}" > "$WORK/drafters/$name.log" 2>&1
 }
 train dspark &
@@ -46,4 +51,6 @@ for name in dspark dflash; do
     cp "$WORK/drafters/$name/$f" "$out/$f.tmp" && mv "$out/$f.tmp" "$out/$f"
   done
 done
+"$DSPARK" calibrate -m "$TARGET" -d models/default-dspark --prompts "$WORK/drafters/calibration-prompts.jsonl" \
+  --out models/default-dspark/calibration.json
 echo "drafters written to models/default-dspark and models/default-dflash"

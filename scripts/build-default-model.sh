@@ -15,6 +15,7 @@ OUT=${2:-models/default}
 PYLIB=${PYLIB:-/usr/lib/python3.11}
 STEPS=${STEPS:-450}
 STEPS2=${STEPS2:-300}
+STEPS3=${STEPS3:-5000}
 THREADS=${THREADS:-0}
 DSPARK=${DSPARK:-build/dspark}
 
@@ -49,10 +50,11 @@ if [ ! -f "$WORK/tokenizer/tokenizer.json" ]; then
   "$DSPARK" train-tokenizer --corpus "$WORK/corpus/train" --ext .py --vocab 8192 --out "$WORK/tokenizer"
 fi
 
-# 4. Model, in two stages (each resumes when its checkpoint exists):
+# 4. Model, in three stages (each resumes when its checkpoint exists):
 #    stage 1: 450 steps of 16 x 256 tokens from random weights, peak lr 2e-3;
 #    stage 2: from stage 1's export, 300 more steps of 8 x 256 tokens (more updates per token
-#    seen), peak lr 1.5e-3.
+#    seen), peak lr 1.5e-3;
+#    stage 3: from stage 2's export, 5000 steps of 8 x 256 tokens (~4.8 epochs), peak lr 1.5e-3.
 RESUME=()
 [ -f "$WORK/lm/train/train_state.safetensors" ] && RESUME=(--resume)
 "$DSPARK" train-lm --config configs/default-model.config.json --tokenizer "$WORK/tokenizer" \
@@ -64,10 +66,16 @@ RESUME=()
   --corpus "$WORK/corpus/train" --valid "$WORK/corpus/valid" --ext .py --out "$WORK/lm2" \
   --steps "$STEPS2" --seq-len 256 --batch-size 8 --lr 1.5e-3 --warmup 20 --seed 1 --eval-windows 128 \
   --threads "$THREADS" "${RESUME[@]}"
+RESUME=()
+[ -f "$WORK/lm3/train/train_state.safetensors" ] && RESUME=(--resume)
+"$DSPARK" train-lm --config configs/default-model.config.json --tokenizer "$WORK/tokenizer" --init "$WORK/lm2" \
+  --corpus "$WORK/corpus/train" --valid "$WORK/corpus/valid" --ext .py --out "$WORK/lm3" \
+  --steps "$STEPS3" --seq-len 256 --batch-size 8 --lr 1.5e-3 --warmup 100 --seed 2 --eval-windows 128 \
+  --eval-every 250 --threads "$THREADS" "${RESUME[@]}"
 
 # Ship: the exported HF files only (not the training state).
 mkdir -p "$OUT"
 for f in config.json generation_config.json tokenizer.json model.safetensors; do
-  cp "$WORK/lm2/$f" "$OUT/$f.tmp" && mv "$OUT/$f.tmp" "$OUT/$f"
+  cp "$WORK/lm3/$f" "$OUT/$f.tmp" && mv "$OUT/$f.tmp" "$OUT/$f"
 done
 echo "default model written to $OUT"

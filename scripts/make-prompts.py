@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Prompt sets for the default target: the signature and docstring of Python functions.
 
-Usage: make-prompts.py CORPUS_DIR OUT.jsonl [--max N]
+Usage: make-prompts.py CORPUS_DIR OUT.jsonl [--max N] [--exclude OTHER.jsonl]
 Walks CORPUS_DIR for .py files in sorted order and writes one JSON line per function that has a
 docstring: {"prompt": "def f(...):\n    \"\"\"doc\"\"\"\n", "source": "path:line"}. Methods are
 dedented to column 0. With --max, takes evenly spaced functions so every module is represented.
+--exclude drops prompts that OTHER.jsonl already holds (e.g. a calibration set disjoint from the
+benchmark prompts).
 Standard library only; the output is the same on every machine for the same corpus.
 """
 import ast
@@ -46,6 +48,12 @@ def main():
         i = args.index("--max")
         limit = int(args[i + 1])
         del args[i:i + 2]
+    exclude = set()
+    if "--exclude" in args:
+        i = args.index("--exclude")
+        with open(args[i + 1], encoding="utf-8") as f:
+            exclude = {json.loads(line)["prompt"] for line in f if line.strip()}
+        del args[i:i + 2]
     corpus, out = args
     found = []
     for root, dirs, files in os.walk(corpus):
@@ -55,7 +63,8 @@ def main():
                 path = os.path.join(root, name)
                 rel = os.path.relpath(path, corpus)
                 for line, text in sorted(functions(path)):
-                    found.append({"prompt": text, "source": f"{rel}:{line}"})
+                    if text not in exclude:
+                        found.append({"prompt": text, "source": f"{rel}:{line}"})
     if limit and len(found) > limit:
         step = len(found) / limit
         found = [found[int(i * step)] for i in range(limit)]

@@ -2,6 +2,8 @@
 #include <c10/util/Exception.h>
 #include <torch/torch.h>
 
+#include <malloc.h>
+
 #include <iostream>
 #include <thread>
 
@@ -13,7 +15,7 @@ namespace dspark::cli {
 
 void RuntimeArgs::add_to(CLI::App* app) {
   app->add_option("-t,--threads", threads, "CPU threads for LibTorch (default: all cores)");
-  app->add_option("--dtype", dtype, "compute dtype: f32, bf16, f16 or auto (default auto: f32 on CPU, as stored on GPU)");
+  app->add_option("--dtype", dtype, "compute dtype: f32, bf16, f16 or auto (default auto: on CPU float32 activations with bf16 matrices kept bf16; on GPU as stored)");
   app->add_option("--device", device, "cpu or cuda[:N]");
 }
 
@@ -24,7 +26,22 @@ void RuntimeArgs::apply() const {
 
 }  // namespace dspark::cli
 
+namespace {
+
+// LibTorch allocates and frees activations of a few MB on every step. With glibc's defaults
+// blocks above the (dynamic) mmap threshold are mapped and zero-faulted each time and freed
+// heap tops are trimmed back to the OS: measured ~20% of a training step in page faults. Keep
+// blocks up to 32 MB (glibc's maximum) on the heap and keep the heap.
+void keep_freed_memory_for_reuse() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_TOP_PAD, 64 << 20);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  keep_freed_memory_for_reuse();
   CLI::App app{"dspark: lossless speculative decoding with DSpark drafters"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dspark 0.1.0");

@@ -7,11 +7,14 @@
 #include <chrono>
 #include <iostream>
 
+#include <filesystem>
+
 #include "cli/command.h"
 #include "cli/model_args.h"
+#include "kernels/bandwidth.h"
+#include "spec/dspark_source.h"
 #include "spec/scheduler.h"
 #include "util/error.h"
-#include <filesystem>
 
 namespace dspark::cli {
 namespace {
@@ -24,8 +27,50 @@ struct ProfileArgs {
   bool json = false;
   std::string out;
   bool no_save = false;
+  bool bandwidth = true;
+  std::string drafter_dir;
   RuntimeArgs runtime;
 };
+
+// Bytes of weights one decode step reads: every matrix and vector once, plus one embedding row
+// (the LM head is read in full; a tied head is the embedding, counted once).
+int64_t weight_bytes_per_token(Transformer& model) {
+  ModelWeights& w = model.weights();
+  int64_t bytes = 0;
+  for (auto& [name, t] : w.named()) {
+    if (!t->defined()) continue;
+    if (t->is_same(w.embed)) continue;
+    bytes += t->numel() * int64_t(t->element_size());
+  }
+  const bool tied = w.lm_head.defined() && w.lm_head.is_same(w.embed);
+  bytes += tied ? w.embed.numel() * int64_t(w.embed.element_size()) : w.embed.size(1) * int64_t(w.embed.element_size());
+  return bytes;
+}
+
+// Median seconds of one greedy draft block of `g` tokens after `context` tokens, through the
+// Drafter interface exactly as speculative decoding calls it.
+double measure_draft_block(Transformer& target, const std::string& dir, int64_t context, int64_t repeats, int64_t* g_out) {
+  torch::NoGradGuard no_grad;
+  auto dspark = std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(dir, target));
+  DSparkSource source(dspark, target);
+  const int64_t V = target.config().vocab_size, g = dspark->config().block_size;
+  std::vector<int64_t> prefix(static_cast<size_t>(context));
+  for (int64_t i = 0; i < context; ++i) prefix[size_t(i)] = (i * 7919 + 13) % V;
+  KVCache cache = target.new_cache();
+  ChunkOutput prefill = target.forward(cache, prefix, LogitsAt::Last, source.taps());
+  source.begin(prefix, prefill);
+  SamplingParams greedy;
+  Rng rng(0);
+  std::vector<double> seconds;
+  for (int64_t r = -1; r < repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    source.propose((r * 31 + 5 + V) % V, g, greedy, rng);
+    if (r >= 0) seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(seconds.begin(), seconds.end());
+  *g_out = g;
+  return seconds[seconds.size() / 2];
+}
 
 int run_profile(const ProfileArgs& args) {
   args.runtime.apply();
@@ -40,6 +85,23 @@ int run_profile(const ProfileArgs& args) {
                     {"cost_vs_1", p.steps_per_second[0] / p.steps_per_second[i]}});
   nlohmann::json j = {{"model", args.model_dir}, {"dtype", p.dtype}, {"threads", p.threads}, {"context", args.context},
                       {"repeats", args.repeats}, {"rows", rows}, {"saved", args.no_save ? "" : out}};
+  const int64_t weight_bytes = weight_bytes_per_token(*model);
+  j["weight_bytes_per_token"] = weight_bytes;
+  if (args.bandwidth && model->device().is_cpu()) {
+    const kernels::BandwidthResult bw = kernels::measure_read_bandwidth();
+    const double limit_tps = bw.bytes_per_second / double(weight_bytes);
+    j["read_bandwidth_gb_s"] = bw.bytes_per_second / 1e9;
+    j["bandwidth_limit_tokens_per_second"] = limit_tps;
+    j["fraction_of_bandwidth_limit"] = p.steps_per_second[0] / limit_tps;
+  }
+  int64_t g = 0;
+  if (!args.drafter_dir.empty()) {
+    const double block = measure_draft_block(*model, args.drafter_dir, args.context, std::max<int64_t>(args.repeats, 5), &g);
+    j["draft_block_ms"] = block * 1e3;
+    j["draft_block_size"] = g;
+    if (g + 1 <= int64_t(p.steps_per_second.size()))
+      j["draft_block_vs_verify"] = block * p.steps_per_second[size_t(g)];  // vs a verify of g + 1 tokens
+  }
   if (args.json) {
     std::cout << j.dump() << "\n";
   } else {
@@ -49,6 +111,17 @@ int run_profile(const ProfileArgs& args) {
       std::cout << fmt::format("{:>3} {:>9.2f} {:>9.1f} {:>12.2f}\n", row["tokens"].get<int64_t>(),
                                row["ms"].get<double>(), row["steps_per_second"].get<double>(),
                                row["cost_vs_1"].get<double>());
+    std::cout << fmt::format("weights read per token: {:.1f} MB\n", weight_bytes / 1e6);
+    if (j.contains("read_bandwidth_gb_s"))
+      std::cout << fmt::format("memory read bandwidth: {:.1f} GB/s ({} threads) -> limit {:.1f} tokens/s; T=1 reaches {:.0f}%\n",
+                               j["read_bandwidth_gb_s"].get<double>(), p.threads,
+                               j["bandwidth_limit_tokens_per_second"].get<double>(),
+                               100 * j["fraction_of_bandwidth_limit"].get<double>());
+    if (j.contains("draft_block_ms"))
+      std::cout << fmt::format("draft block (g = {}): {:.2f} ms{}\n", g, j["draft_block_ms"].get<double>(),
+                               j.contains("draft_block_vs_verify")
+                                   ? fmt::format(" = {:.2f} x a verify of {} tokens", j["draft_block_vs_verify"].get<double>(), g + 1)
+                                   : std::string());
     if (!args.no_save) std::cout << "saved " << out << "\n";
   }
   return 0;
@@ -66,6 +139,8 @@ Command add_profile(CLI::App& root) {
   app->add_flag("--json", args->json, "print JSON");
   app->add_option("--out", args->out, "where to save the profile (default MODEL/sps_profile.json)");
   app->add_flag("--no-save", args->no_save, "only print");
+  app->add_flag("!--no-bandwidth", args->bandwidth, "skip the memory-bandwidth probe");
+  app->add_option("-d,--drafter", args->drafter_dir, "also time one DSpark/DFlash draft block");
   args->runtime.add_to(app);
   return {app, [args] { return run_profile(*args); }};
 }

@@ -61,7 +61,7 @@ Command add_train_drafter(CLI::App& root) {
   app->add_option("--markov", args->markov, "none | vanilla | gated | rnn");
   app->add_option("--context", args->context, "layers | final");
   app->add_option("--steps", o.steps, "optimizer steps");
-  app->add_option("--minutes", o.minutes, "stop this run after M minutes (resume later)");
+  app->add_option("--minutes", o.minutes, "with --steps: stop this run after M minutes (resume later); without: train for a time budget of M minutes");
   app->add_option("--stop-at", o.stop_at, "stop at this step (resume later)");
   app->add_option("--batch-size", o.batch_size, "sequences per step")->capture_default_str();
   app->add_option("--anchors", o.anchors, "anchors per sequence")->capture_default_str();

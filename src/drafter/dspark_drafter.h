@@ -93,6 +93,9 @@ class DSparkDrafter {
   void context_kv(const at::Tensor& features, const at::Tensor& positions, std::vector<at::Tensor>& keys,
                   std::vector<at::Tensor>& values) const;
   at::Tensor base_logits(const Transformer& target, const at::Tensor& hidden) const;  // [.., d] -> [.., V]
+  // draft()'s walk for the none/vanilla heads on the CPU: base logits [n, V], hidden [n, d].
+  Draft walk_cpu(const at::Tensor& base_logits, const at::Tensor& hidden, int64_t anchor_token,
+                 const SamplingParams& params, Rng* rng, const std::vector<int64_t>* forced) const;
 
   DSparkConfig config_;
   TargetIdentity target_;

@@ -10,8 +10,8 @@
 // chosen at run time with __builtin_cpu_supports.
 #include "kernels/matmul.h"
 
-#include <ATen/Parallel.h>
-#include <dlfcn.h>
+#include "kernels/parallel.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -23,60 +23,6 @@
 namespace dspark::kernels {
 
 namespace {
-
-// ---------------------------------------------------------------------------------------------
-// Threading.
-//
-// at::parallel_for is a header template whose OpenMP body only exists when the including file is
-// compiled with -fopenmp; this project's build doesn't pass it, so at::parallel_for would run
-// serially here. Instead we call the entry point that `#pragma omp parallel` lowers to
-// (GOMP_parallel), found at run time in the libgomp that LibTorch already loaded. That uses the very
-// same OpenMP team as LibTorch's own operators: no second thread pool competing for the cores with
-// LibTorch's spin-waiting workers. Without libgomp the work simply runs on the calling thread.
-struct OpenMp {
-  void (*parallel)(void (*fn)(void*), void* data, unsigned num_threads, unsigned flags) = nullptr;
-  int (*thread_num)() = nullptr;
-  int (*num_threads)() = nullptr;
-  bool ok() const { return parallel && thread_num && num_threads; }
-};
-
-const OpenMp& openmp() {
-  static const OpenMp table = [] {
-    OpenMp t;
-    t.parallel = reinterpret_cast<decltype(t.parallel)>(dlsym(RTLD_DEFAULT, "GOMP_parallel"));
-    t.thread_num = reinterpret_cast<decltype(t.thread_num)>(dlsym(RTLD_DEFAULT, "omp_get_thread_num"));
-    t.num_threads = reinterpret_cast<decltype(t.num_threads)>(dlsym(RTLD_DEFAULT, "omp_get_num_threads"));
-    return t;
-  }();
-  return table;
-}
-
-// Runs f(begin, end) over [0, count) split into one contiguous range per thread; at most
-// ceil(count / grain) threads. f must not throw (the kernels don't).
-template <class F>
-void parallel_ranges(int64_t count, int64_t grain, const F& f) {
-  if (count <= 0) return;
-  const OpenMp& omp = openmp();
-  const int64_t threads =
-      std::min<int64_t>(at::get_num_threads(), (count + grain - 1) / std::max<int64_t>(grain, 1));
-  if (threads <= 1 || !omp.ok() || at::in_parallel_region()) {
-    f(int64_t{0}, count);
-    return;
-  }
-  struct Context {
-    const F* f;
-    int64_t count;
-    const OpenMp* omp;
-  } context{&f, count, &omp};
-  auto body = [](void* data) {
-    const Context& c = *static_cast<const Context*>(data);
-    const int64_t nt = c.omp->num_threads(), tid = c.omp->thread_num();
-    const int64_t chunk = (c.count + nt - 1) / nt;
-    const int64_t begin = tid * chunk, end = std::min(c.count, begin + chunk);
-    if (begin < end) (*c.f)(begin, end);
-  };
-  omp.parallel(body, &context, static_cast<unsigned>(threads), 0);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Scalar helpers.

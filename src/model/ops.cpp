@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -12,6 +13,8 @@ namespace {
 // Rows up to which dense() uses the decoding kernels (bench/matmul_bench.cpp: with more rows,
 // LibTorch's blocked GEMM catches up).
 constexpr int64_t kKernelMaxRows = 16;
+// Rows up to which rms_norm runs as one plain loop (decode: T tokens x heads for q/k norms).
+constexpr int64_t kFastNormMaxRows = 1024;
 
 // DSPARK_DISABLE_KERNELS=1 forces at::linear everywhere (for A/B comparisons).
 bool kernels_enabled() {
@@ -22,11 +25,46 @@ bool kernels_enabled() {
   return enabled;
 }
 
+// The fastest path that multiplies bf16 weights with float32 activations in float32 (AVX512-BF16's
+// dot product would round the activations to bf16).
+kernels::Isa exact_bf16_isa() {
+  static const kernels::Isa isa = [] {
+    const kernels::Isa best = kernels::best_isa();
+    return best == kernels::Isa::Avx512Bf16 ? kernels::Isa::Avx512 : best;
+  }();
+  return isa;
+}
+
 }  // namespace
+
+bool cpu_fast_paths_enabled() { return kernels_enabled(); }
 
 // RMSNorm over the last dim in float32. Llama/Qwen: w * normed (cast back first), Gemma: normed *
 // (1 + w) in float32, then cast (the order HF uses, so bf16 results match).
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, bool gemma) {
+  // Decoding on the CPU in float32: one pass over raw rows instead of ~7 LibTorch operators
+  // (their dispatch overhead, not the arithmetic, dominates at a few rows).
+  const bool needs_grad = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
+  if (kernels_enabled() && !needs_grad && x.device().is_cpu() && w.device().is_cpu() &&
+      x.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32 && x.dim() >= 1 &&
+      w.dim() == 1 && x.size(-1) == w.size(0) && x.numel() > 0 && x.numel() / x.size(-1) <= kFastNormMaxRows) {
+    const at::Tensor xc = x.contiguous(), wc = w.contiguous();
+    at::Tensor y = torch::empty_like(xc);
+    const int64_t n = x.size(-1), rows = x.numel() / n;
+    const float* px = xc.data_ptr<float>();
+    const float* pw = wc.data_ptr<float>();
+    float* py = y.data_ptr<float>();
+    for (int64_t r = 0; r < rows; ++r, px += n, py += n) {
+      float sum_sq = 0;
+      for (int64_t i = 0; i < n; ++i) sum_sq += px[i] * px[i];
+      const float scale = 1.0f / std::sqrt(sum_sq / float(n) + float(eps));
+      if (gemma)
+        for (int64_t i = 0; i < n; ++i) py[i] = (px[i] * scale) * (1.0f + pw[i]);
+      else
+        for (int64_t i = 0; i < n; ++i) py[i] = pw[i] * (px[i] * scale);
+    }
+    return y;
+  }
   at::Tensor xf = x.to(torch::kFloat32);
   at::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
   if (gemma) return (normed * (1.0 + w.to(torch::kFloat32))).to(x.scalar_type());
@@ -42,14 +80,19 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) 
   const int64_t k = w.dim() == 2 ? w.size(1) : -1;
   const bool needs_grad = at::GradMode::is_enabled() &&
                           (x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad()));
+  // Mixed: float32 activations against bf16 weights (CPU default for bf16 checkpoints).
+  const bool mixed = dtype == torch::kBFloat16 && x.scalar_type() == torch::kFloat32;
   if (kernels_enabled() && !needs_grad && x.device().is_cpu() && w.device().is_cpu() && w.dim() == 2 &&
       w.is_contiguous() && (dtype == torch::kBFloat16 || dtype == torch::kFloat32) &&
-      x.scalar_type() == dtype && x.dim() >= 1 && x.size(-1) == k && k > 0 &&
+      (x.scalar_type() == dtype || mixed) && x.dim() >= 1 && x.size(-1) == k && k > 0 &&
       x.numel() / k <= kKernelMaxRows && x.numel() > 0 && (!b.defined() || b.device().is_cpu())) {
     const int64_t rows = x.numel() / k, n = w.size(0);
     at::Tensor xf = x.reshape({rows, k}).to(torch::kFloat32).contiguous();  // [rows, k]
     at::Tensor y = torch::empty({rows, n}, x.options().dtype(torch::kFloat32));  // [rows, n]
-    if (dtype == torch::kBFloat16)
+    if (dtype == torch::kBFloat16 && mixed)  // float32 products (the bf16 dot-product insn would round x)
+      kernels::matmul_bf16_with(exact_bf16_isa(), xf.data_ptr<float>(), k, rows, k,
+                                reinterpret_cast<const uint16_t*>(w.data_ptr()), k, n, y.data_ptr<float>(), n);
+    else if (dtype == torch::kBFloat16)
       kernels::matmul_bf16(xf.data_ptr<float>(), rows, k, reinterpret_cast<const uint16_t*>(w.data_ptr()), n,
                            y.data_ptr<float>());
     else
@@ -59,6 +102,8 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) 
     shape.back() = n;
     return y.to(x.scalar_type()).view(shape);
   }
+  if (mixed)  // many rows (prefill, training): widen the weights for LibTorch's GEMM
+    return at::linear(x, w.to(torch::kFloat32), b.defined() ? c10::optional<at::Tensor>(b.to(torch::kFloat32)) : c10::nullopt);
   return at::linear(x, w, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt);
 }
 

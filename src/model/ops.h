@@ -14,6 +14,9 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, bool g
 // decoding kernels (kernels/matmul); everything else to at::linear.
 at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
 
+// False when DSPARK_DISABLE_KERNELS=1: every operation then takes the LibTorch path (A/B checks).
+bool cpu_fast_paths_enabled();
+
 at::Tensor activation(const at::Tensor& x, Activation kind);
 at::Tensor softcap(const at::Tensor& x, double cap);  // tanh(x / cap) * cap
 

@@ -1,5 +1,7 @@
 #include "model/rope.h"
 
+#include "model/ops.h"
+
 #include <torch/torch.h>
 
 #include <cmath>
@@ -42,6 +44,29 @@ std::pair<at::Tensor, at::Tensor> rope_tables(const at::Tensor& inv_freq, const 
 
 at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
+  // Decoding on the CPU in float32: one pass over raw rows instead of ~10 LibTorch operators.
+  const bool needs_grad = at::GradMode::is_enabled() && x.requires_grad();
+  if (!needs_grad && cpu_fast_paths_enabled() && x.device().is_cpu() && x.dim() == 3 && x.scalar_type() == torch::kFloat32 &&
+      cos.scalar_type() == torch::kFloat32 && sin.scalar_type() == torch::kFloat32 && cos.dim() == 2 &&
+      cos.size(0) == x.size(0) && cos.size(1) == x.size(2) && sin.sizes() == cos.sizes() && x.size(0) <= 64 &&
+      x.size(2) % 2 == 0) {
+    const at::Tensor xc = x.contiguous(), cc = cos.contiguous(), sc = sin.contiguous();
+    at::Tensor y = torch::empty_like(xc);
+    const int64_t N = x.size(0), H = x.size(1), D = x.size(2);
+    for (int64_t t = 0; t < N; ++t) {
+      const float* c = cc.data_ptr<float>() + t * D;
+      const float* s = sc.data_ptr<float>() + t * D;
+      for (int64_t h = 0; h < H; ++h) {
+        const float* in = xc.data_ptr<float>() + (t * H + h) * D;
+        float* out = y.data_ptr<float>() + (t * H + h) * D;
+        for (int64_t i = 0; i < half; ++i) {  // rotate_half: [-x2, x1]
+          out[i] = in[i] * c[i] - in[i + half] * s[i];
+          out[i + half] = in[i + half] * c[i + half] + in[i] * s[i + half];
+        }
+      }
+    }
+    return y;
+  }
   at::Tensor c = cos.to(x.scalar_type()).unsqueeze(1);  // [N, 1, D]
   at::Tensor s = sin.to(x.scalar_type()).unsqueeze(1);
   at::Tensor x1 = x.narrow(-1, 0, half);

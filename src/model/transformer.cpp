@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "kernels/attention.h"
 #include "model/ops.h"
 #include "model/rope.h"
 #include "util/error.h"
@@ -22,6 +23,9 @@ struct Transformer::Segment {
 
 namespace {
 
+// New tokens per chunk up to which cached attention uses the fused CPU kernel (decode/verify).
+constexpr int64_t kFastAttentionMaxTokens = 64;
+
 // Visibility of keys (positions 0..S-1) from queries at positions position0 .. position0+T-1:
 // causal, and within the last `window` positions for sliding layers. [T, S] bool.
 at::Tensor attention_mask(int64_t position0, int64_t T, int64_t S, int64_t window, c10::Device dev) {
@@ -33,11 +37,18 @@ at::Tensor attention_mask(int64_t position0, int64_t T, int64_t S, int64_t windo
   return allowed;
 }
 
+template <typename Segments>
+bool uniform_without_cache(const Segments& segments) {
+  for (const auto& seg : segments)
+    if (seg.cache || seg.position0 != 0 || seg.length != segments[0].length) return false;
+  return true;
+}
+
 }  // namespace
 
 Transformer::Transformer(ModelConfig config, ModelWeights weights, c10::Device device)
     : config_(std::move(config)), weights_(std::move(weights)), device_(device),
-      dtype_(weights_.embed.scalar_type()) {
+      dtype_(weights_.final_norm.scalar_type()) {  // activations: as the norms (float32 when mixed)
   inv_freq_global_ = rope_inverse_frequencies(config_.head_dim, config_.rope_theta, config_.rope_scaling).to(device_);
   inv_freq_local_ = rope_inverse_frequencies(config_.head_dim, config_.rope_local_theta, RopeScaling{}).to(device_);
 }
@@ -47,11 +58,14 @@ std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const Loa
   if (!fs::is_directory(dir)) fail("model directory '{}' does not exist", dir);
   ModelConfig config = load_model_config(dir);
   c10::Device device(options.device);
-  // Default compute dtype: as stored on GPUs; float32 on CPU, where LibTorch 1.13's bf16 kernels
-  // are measured 50x slower than float32 for decoding (docs/BENCHMARKS.md).
+  // Default compute dtype: as stored on GPUs. On the CPU float32 activations (LibTorch 1.13's bf16
+  // CPU operators are slow, docs/BENCHMARKS.md) with matrices kept as stored when bf16 ("mixed"):
+  // decoding reads half the bytes, and widening bf16 to float32 is exact, so results equal a
+  // float32 copy of the same weights up to summation order.
   std::string dtype_name = options.dtype;
-  if (dtype_name.empty() || dtype_name == "auto") dtype_name = device.is_cpu() ? "float32" : config.torch_dtype;
-  c10::ScalarType dtype = parse_dtype(dtype_name);
+  const bool automatic = dtype_name.empty() || dtype_name == "auto";
+  if (automatic) dtype_name = device.is_cpu() ? "float32" : config.torch_dtype;
+  const c10::ScalarType dtype = automatic && device.is_cpu() ? c10::ScalarType::Undefined : parse_dtype(dtype_name);
   if (device.is_cuda() && !torch::cuda::is_available())
     fail("device '{}' requested but this LibTorch build has no CUDA device", options.device);
   ModelWeights weights = load_weights(config, dir, dtype);
@@ -62,7 +76,7 @@ std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const Loa
 }
 
 at::Tensor Transformer::embed(const at::Tensor& tokens) const {
-  at::Tensor x = torch::embedding(weights_.embed, tokens);
+  at::Tensor x = torch::embedding(weights_.embed, tokens).to(dtype_);  // [N, H]
   if (config_.scale_embeddings) {
     // HF rounds the normaliser to the activation dtype before multiplying.
     at::Tensor scale = torch::tensor(std::sqrt(double(config_.hidden_size)), torch::kFloat32)
@@ -83,6 +97,21 @@ at::Tensor Transformer::attention(int64_t layer, const at::Tensor& q, const at::
                                   const at::Tensor& v, std::vector<Segment>& segments) {
   const int64_t nkv = config_.num_kv_heads, group = config_.num_heads / nkv, D = config_.head_dim;
   const int64_t window = config_.layer_is_sliding[layer] ? config_.sliding_window : 0;
+  if (segments.size() > 1 && uniform_without_cache(segments)) {
+    // Training / scoring: B equal sequences without a cache, all in one batched product.
+    const int64_t B = int64_t(segments.size()), T = segments[0].length;
+    at::Tensor qg = q.view({B, T, nkv, group, D}).permute({0, 2, 3, 1, 4}).reshape({B, nkv, group * T, D});
+    at::Tensor keys = k.view({B, T, nkv, D}).permute({0, 2, 1, 3});    // [B, nkv, T, D]
+    at::Tensor values = v.view({B, T, nkv, D}).permute({0, 2, 1, 3});  // [B, nkv, T, D]
+    at::Tensor scores = torch::matmul(qg, keys.transpose(2, 3)) * config_.attn_scale;  // [B, nkv, g*T, T]
+    if (config_.attn_softcap) scores = softcap(scores, *config_.attn_softcap);
+    scores = scores.view({B, nkv, group, T, T});
+    at::Tensor allowed = attention_mask(0, T, T, window, q.device());
+    scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+    at::Tensor probs = torch::softmax(scores.to(torch::kFloat32), -1).to(q.scalar_type());
+    at::Tensor out = torch::matmul(probs.view({B, nkv, group * T, T}), values);  // [B, nkv, g*T, D]
+    return out.view({B, nkv, group, T, D}).permute({0, 3, 1, 2, 4}).reshape({B * T, nkv * group * D});
+  }
   std::vector<at::Tensor> outputs;
   outputs.reserve(segments.size());
   for (Segment& seg : segments) {
@@ -98,6 +127,27 @@ at::Tensor Transformer::attention(int64_t layer, const at::Tensor& q, const at::
       values = v.narrow(0, seg.row_begin, T).transpose(0, 1);
     }
     const int64_t S = keys.size(1);
+    if (seg.cache && T <= kFastAttentionMaxTokens && cpu_fast_paths_enabled() && q_s.scalar_type() == torch::kFloat32 &&
+        q_s.device().is_cpu() && keys.scalar_type() == torch::kFloat32 && keys.stride(2) == 1 &&
+        keys.stride(1) == D && values.strides() == keys.strides() && !(at::GradMode::is_enabled() && q_s.requires_grad())) {
+      // Decoding: one fused pass over the cache (kernels/attention) instead of ~20 operators.
+      const at::Tensor qc = q_s.contiguous();  // [T, nh, D]
+      at::Tensor out = torch::empty({T, config_.num_heads * D}, q.options());
+      kernels::AttentionShape shape;
+      shape.tokens = T;
+      shape.heads = config_.num_heads;
+      shape.kv_heads = nkv;
+      shape.head_dim = D;
+      shape.keys = S;
+      shape.position0 = seg.position0;
+      shape.window = window;
+      shape.scale = float(config_.attn_scale);
+      shape.softcap = config_.attn_softcap ? float(*config_.attn_softcap) : 0.0f;
+      kernels::attention_f32(shape, qc.data_ptr<float>(), keys.data_ptr<float>(), values.data_ptr<float>(),
+                             keys.stride(0), out.data_ptr<float>());
+      outputs.push_back(out);
+      continue;
+    }
     // GQA without copying K/V: queries grouped per kv head, [nkv, group*T, D].
     at::Tensor qg = q_s.view({T, nkv, group, D}).permute({1, 2, 0, 3}).reshape({nkv, group * T, D});
     at::Tensor scores = torch::matmul(qg, keys.transpose(1, 2)) * config_.attn_scale;  // [nkv, g*T, S]
@@ -222,8 +272,8 @@ ChunkOutput Transformer::forward(KVCache& cache, const std::vector<int64_t>& tok
   return std::move(forward(chunks, taps)[0]);
 }
 
-at::Tensor Transformer::forward_full(const at::Tensor& tokens, const HiddenTaps& taps,
-                                     std::vector<at::Tensor>* layer_hidden, at::Tensor* final_hidden) {
+at::Tensor Transformer::hidden_full(const at::Tensor& tokens, const HiddenTaps& taps,
+                                   std::vector<at::Tensor>* layer_hidden) {
   const int64_t B = tokens.size(0), T = tokens.size(1);
   if (T > config_.max_position_embeddings)
     fail("sequence of {} tokens exceeds the model's context of {} tokens", T, config_.max_position_embeddings);
@@ -237,8 +287,14 @@ at::Tensor Transformer::forward_full(const at::Tensor& tokens, const HiddenTaps&
     layer_hidden->clear();
     for (auto& t : tapped) layer_hidden->push_back(t.view({B, T, -1}));
   }
-  if (final_hidden) *final_hidden = hidden.view({B, T, -1});
-  return logits_from_final_hidden(hidden).view({B, T, -1});
+  return hidden.view({B, T, -1});
+}
+
+at::Tensor Transformer::forward_full(const at::Tensor& tokens, const HiddenTaps& taps,
+                                     std::vector<at::Tensor>* layer_hidden, at::Tensor* final_hidden) {
+  at::Tensor hidden = hidden_full(tokens, taps, layer_hidden);  // [B, T, H]
+  if (final_hidden) *final_hidden = hidden;
+  return logits_from_final_hidden(hidden);
 }
 
 }  // namespace dspark

@@ -66,6 +66,10 @@ class Transformer {
   at::Tensor forward_full(const at::Tensor& tokens, const HiddenTaps& taps = {},
                           std::vector<at::Tensor>* layer_hidden = nullptr,
                           at::Tensor* final_hidden = nullptr);
+  // The same without the LM head: final post-norm hidden states [B, T, H]. For callers that
+  // need only hidden states (drafter training) or apply the head in row chunks (LM training).
+  at::Tensor hidden_full(const at::Tensor& tokens, const HiddenTaps& taps = {},
+                         std::vector<at::Tensor>* layer_hidden = nullptr);
 
   // The frozen head a drafter shares: token embedding (incl. Gemma's sqrt(H) scale) and
   // final-hidden -> logits (incl. final softcap). [N] -> [N, H]; [N, H] -> [N, V] float32.

@@ -48,7 +48,11 @@ struct Loader {
       fail("tensor '{}' in {} has shape [{}], config wants [{}]", full, view.file,
            fmt::join(view.shape, ", "), fmt::join(shape, ", "));
     at::Tensor t = view_tensor(view);
-    if (t.scalar_type() != dtype) t = t.to(dtype);
+    // Undefined = mixed: bf16 matrices stay bf16 (mapped, not copied), everything else float32.
+    const c10::ScalarType want = dtype != c10::ScalarType::Undefined ? dtype
+                                 : shape.size() == 2 && t.scalar_type() == torch::kBFloat16 ? torch::kBFloat16
+                                                                                            : torch::kFloat32;
+    if (t.scalar_type() != want) t = t.to(want);
     return t;
   }
   std::string lm_head_prefix() const {

@@ -34,7 +34,8 @@ struct ModelWeights {
 };
 
 // Loads weights from a checkpoint directory (model.safetensors or a sharded index), converting to
-// `dtype`. Missing tensors and shape mismatches throw dspark::Error naming the tensor and file.
+// `dtype`. c10::ScalarType::Undefined loads "mixed": matrices stored as bf16 stay bf16 (memory
+// mapped), all other tensors become float32 (CPU decoding: float32 activations, half the bytes). Missing tensors and shape mismatches throw dspark::Error naming the tensor and file.
 ModelWeights load_weights(const ModelConfig& config, const std::string& dir, c10::ScalarType dtype);
 
 // Random weights (normal(0, initializer_range), norms at their identity value) for tests and

@@ -37,7 +37,8 @@ void SpecStats::add(const SpecStats& o) {
   for (size_t k = 0; k < o.drafted_at.size(); ++k) drafted_at[k] += o.drafted_at[k];
   prefill_seconds += o.prefill_seconds;
   draft_seconds += o.draft_seconds;
-  verify_seconds += o.verify_seconds;
+  target_seconds += o.target_seconds;
+  accept_seconds += o.accept_seconds;
   seconds += o.seconds;
 }
 
@@ -146,6 +147,8 @@ SpecResult generate_speculative(Transformer& target, Drafter* drafter, const std
     const int64_t base = cache.length();
     const auto t1 = Clock::now();
     ChunkOutput verify = target.forward(cache, chunk, LogitsAt::All, taps);  // logits [n+1, V]
+    const auto t2 = Clock::now();
+    stats.target_seconds += std::chrono::duration<double>(t2 - t1).count();
     int64_t accepted = 0, next = 0;
     if (o.sampling.greedy()) {
       while (accepted < n && sample_token(verify.logits[accepted], o.sampling, rng) == proposal.tokens[size_t(accepted)])
@@ -157,7 +160,7 @@ SpecResult generate_speculative(Transformer& target, Drafter* drafter, const std
       accepted = v.accepted;
       next = v.next_token;
     }
-    stats.verify_seconds += since(t1);
+    stats.accept_seconds += since(t2);
     if (o.on_verify && n > 0) o.on_verify(proposal, accepted);
     ++stats.steps;
     stats.n_drafted += n;
@@ -173,7 +176,11 @@ SpecResult generate_speculative(Transformer& target, Drafter* drafter, const std
     cache.truncate(base + 1 + accepted);
     std::vector<int64_t> kept = {anchor};
     kept.insert(kept.end(), proposal.tokens.begin(), proposal.tokens.begin() + accepted);
-    if (drafter) drafter->commit(kept, verify);
+    if (drafter) {
+      const auto t3 = Clock::now();
+      drafter->commit(kept, verify);
+      stats.draft_seconds += since(t3);
+    }
     std::vector<int64_t> emitted(kept.begin() + 1, kept.end());
     emitted.push_back(next);
     for (int64_t t : emitted) emit(t);

@@ -43,7 +43,11 @@ struct SpecStats {
   int64_t n_accepted = 0;  // of those, accepted
   std::vector<int64_t> accepted_at;  // [k]: verify steps whose k-th draft (0-based) was accepted
   std::vector<int64_t> drafted_at;   // [k]: verify steps that verified a k-th draft
-  double prefill_seconds = 0, draft_seconds = 0, verify_seconds = 0, seconds = 0;
+  // Where the time goes (wall seconds): the prompt's forward; the drafter (propose + commit);
+  // target verify forwards; acceptance (greedy compare or sampled verification incl. softmax);
+  // the rest of the loop (scheduling, bookkeeping, KV rollback): seconds minus the others.
+  double prefill_seconds = 0, draft_seconds = 0, target_seconds = 0, accept_seconds = 0, seconds = 0;
+  double other_seconds() const { return seconds - prefill_seconds - draft_seconds - target_seconds - accept_seconds; }
   // Mean tokens emitted per verify step, incl. the target's own token (the bonus/correction).
   double tau() const { return steps ? double(n_accepted + steps) / double(steps) : 0.0; }
   // Per position k: fraction of verify steps whose k-th draft was accepted (unconditional).

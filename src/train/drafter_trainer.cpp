@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <random>
 
 #include "drafter/dspark_drafter.h"
@@ -85,11 +86,8 @@ Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::v
     }
   }
   const HiddenTaps taps = drafter.taps();
-  HiddenTaps with_final = taps;
-  with_final.final_hidden = true;
   std::vector<at::Tensor> layer_hidden;
-  at::Tensor final_hidden;
-  target.forward_full(tokens, with_final, &layer_hidden, &final_hidden);  // logits unused
+  const at::Tensor final_hidden = target.hidden_full(tokens, taps, &layer_hidden);  // [B, T, H]
   batch.features = drafter.config().context == ContextMode::Layers
                        ? drafter.features_from(torch::stack(layer_hidden, 2))  // [B, T, m*H]
                        : drafter.features_from(final_hidden);
@@ -190,23 +188,32 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
   }
   torch::optim::AdamW optimizer(all, torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(o.weight_decay));
   const json identity = identity_of(o, target_id, int64_t(samples.size()));
-  int64_t step = 0, total_steps = o.steps;
+  int64_t step = 0, total_steps = o.steps, saved_warmup = -1;
   if (have_state) {
     json state = load_train_state(state_path, params, optimizer);
     if (state.value("identity", json()) != identity)
       fail("{} was made with other options, data or target; resume with the original options", state_path);
     step = state.at("step").get<int64_t>();
     total_steps = state.at("total_steps").get<int64_t>();
+    saved_warmup = state.value("warmup", int64_t(-1));
     if (o.steps > 0 && o.steps != total_steps) fail("--steps {} differs from the resumed run's {}", o.steps, total_steps);
   }
-  if (total_steps <= 0) fail("give --steps N");
-  const int64_t warmup = o.warmup_steps >= 0 ? o.warmup_steps : std::max<int64_t>(1, total_steps * 4 / 100);
-  const int64_t eval_every = o.eval_every > 0 ? o.eval_every : std::max<int64_t>(1, total_steps / 5);
+  // --minutes without --steps is a time budget: the first steps measure the speed and fix the
+  // schedule length (then saved, so a resumed run keeps it). Evaluations are not in the estimate.
+  const bool budget = total_steps <= 0 && o.minutes > 0;
+  if (total_steps <= 0 && !budget) fail("give --steps N or --minutes M");
+  constexpr int64_t kSpeedProbeSteps = 5;
+  if (budget) total_steps = std::numeric_limits<int32_t>::max();
+  int64_t warmup = o.warmup_steps >= 0 ? o.warmup_steps : budget ? 20 : std::max<int64_t>(1, total_steps * 4 / 100);
+  if (have_state) warmup = saved_warmup >= 0 ? saved_warmup : warmup;
+  int64_t eval_every = o.eval_every > 0 ? o.eval_every : std::max<int64_t>(1, total_steps / 5);
 
   ShuffledOrder order(int64_t(samples.size()), o.seed);
   std::ofstream log((train_dir / "log.jsonl").string(), std::ios::app);
   auto checkpoint = [&] {
-    save_train_state(state_path, params, optimizer, {{"step", step}, {"total_steps", total_steps}, {"identity", identity}});
+    if (budget && step < kSpeedProbeSteps) return;  // schedule length not known yet: nothing to resume
+    save_train_state(state_path, params, optimizer,
+                     {{"step", step}, {"total_steps", total_steps}, {"warmup", warmup}, {"identity", identity}});
     drafter.save(o.out_dir, torch::kBFloat16);
   };
   InterruptFlag interrupted;
@@ -219,7 +226,8 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
   double loss_sum = 0, tau_sum = 0;
   int64_t count = 0;
   while (step < total_steps) {
-    if (interrupted.raised() || (o.stop_at > 0 && step >= o.stop_at) || (o.minutes > 0 && seconds_since(run_start) > o.minutes * 60))
+    if (interrupted.raised() || (o.stop_at > 0 && step >= o.stop_at) ||
+        (!budget && o.minutes > 0 && seconds_since(run_start) > o.minutes * 60))
       break;
     const double lr = warmup_cosine_lr(step, total_steps, warmup, o.lr, o.min_lr_ratio);
     for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
@@ -236,6 +244,12 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
     torch::nn::utils::clip_grad_norm_(all, o.grad_clip);
     optimizer.step();
     ++step;
+    if (budget && step == kSpeedProbeSteps) {
+      const double per_step = seconds_since(loop_start) / double(kSpeedProbeSteps);
+      total_steps = std::max<int64_t>(step + 1, int64_t((o.minutes * 60 - seconds_since(run_start)) / per_step) + step);
+      if (o.eval_every <= 0) eval_every = std::max<int64_t>(1, total_steps / 5);
+      progress = Progress("train", total_steps);
+    }
     tokens_this_run += batch.tokens;
     loss_sum += loss_value;
     tau_sum += tau_probabilistic(loss.tv, batch.valid);
@@ -253,7 +267,7 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
       loss_sum = tau_sum = 0;
       count = 0;
     }
-    if (step % eval_every == 0 || step == total_steps) {
+    if ((step % eval_every == 0 && !(budget && step < kSpeedProbeSteps)) || step == total_steps) {
       result.eval = evaluate_drafter(target, drafter, eval, o);
       log << json{{"step", step}, {"eval_tau_probabilistic", result.eval.tau_probabilistic},
                   {"eval_accept_rate", result.eval.accept_rate}, {"live_tau", result.eval.live_tau},

@@ -26,7 +26,7 @@ struct DrafterTrainOptions {
   DSparkConfig config;
   DSparkLossWeights loss;
   int64_t steps = 0;          // schedule length (required unless resuming)
-  double minutes = 0;         // stop this run after M minutes (checkpoint; resume later)
+  double minutes = 0;         // with steps: stop this run after M minutes (resume later); without: time budget
   int64_t stop_at = 0;        // stop at this step (checkpoint; resume later)
   int64_t batch_size = 8;     // sequences per step
   int64_t anchors = 32;       // anchors per sequence

@@ -1,0 +1,61 @@
+// kernels/attention against the same attention written with LibTorch operators.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "kernels/attention.h"
+
+namespace dspark::kernels {
+namespace {
+
+// q [T, nh, D], k/v [nkv, S, D] -> [T, nh, D].
+at::Tensor reference(const AttentionShape& a, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const int64_t group = a.heads / a.kv_heads;
+  at::Tensor kk = k.repeat_interleave(group, 0), vv = v.repeat_interleave(group, 0);  // [nh, S, D]
+  at::Tensor scores = torch::matmul(q.transpose(0, 1), kk.transpose(1, 2)) * a.scale;   // [nh, T, S]
+  if (a.softcap > 0) scores = torch::tanh(scores / a.softcap) * a.softcap;
+  at::Tensor qpos = torch::arange(a.position0, a.position0 + a.tokens).unsqueeze(1);
+  at::Tensor kpos = torch::arange(a.keys).unsqueeze(0);
+  at::Tensor allowed = kpos <= qpos;
+  if (a.window > 0) allowed = allowed & (kpos > qpos - a.window);
+  scores = scores.masked_fill(allowed.logical_not(), -INFINITY);
+  return torch::matmul(torch::softmax(scores, -1), vv).transpose(0, 1).contiguous();
+}
+
+TEST(AttentionKernel, MatchesLibTorchOverShapes) {
+  torch::manual_seed(0);
+  struct Case {
+    int64_t T, nh, nkv, D, position0, window;
+    float softcap;
+  };
+  const Case cases[] = {{1, 1, 1, 1, 0, 0, 0},     {1, 4, 2, 64, 63, 0, 0},   {7, 4, 2, 64, 100, 0, 0},
+                        {8, 16, 8, 128, 5, 0, 0},  {3, 6, 3, 33, 17, 4, 0},   {16, 8, 1, 64, 40, 0, 50.0f},
+                        {5, 2, 2, 7, 0, 3, 20.0f}, {64, 4, 4, 16, 2, 0, 0}};
+  for (const Case& c : cases) {
+    AttentionShape a;
+    a.tokens = c.T;
+    a.heads = c.nh;
+    a.kv_heads = c.nkv;
+    a.head_dim = c.D;
+    a.position0 = c.position0;
+    a.keys = c.position0 + c.T;
+    a.window = c.window;
+    a.scale = 1.0f / std::sqrt(float(c.D));
+    a.softcap = c.softcap;
+    at::Tensor q = torch::randn({c.T, c.nh, c.D});
+    // Keys/values inside a larger buffer, as in the KV cache: [nkv, capacity, D].
+    const int64_t capacity = a.keys + 9;
+    at::Tensor kbuf = torch::randn({c.nkv, capacity, c.D}), vbuf = torch::randn({c.nkv, capacity, c.D});
+    at::Tensor out = torch::empty({c.T, c.nh, c.D});
+    attention_f32(a, q.data_ptr<float>(), kbuf.data_ptr<float>(), vbuf.data_ptr<float>(), capacity * c.D,
+                  out.data_ptr<float>());
+    at::Tensor ref = reference(a, q, kbuf.narrow(1, 0, a.keys), vbuf.narrow(1, 0, a.keys));
+    EXPECT_TRUE(torch::allclose(out, ref, 1e-4, 1e-5))
+        << "T " << c.T << " heads " << c.nh << "/" << c.nkv << " D " << c.D << " max diff "
+        << (out - ref).abs().max().item<double>();
+  }
+}
+
+}  // namespace
+}  // namespace dspark::kernels
