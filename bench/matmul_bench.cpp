@@ -16,7 +16,9 @@ namespace {
 
 constexpr int kThreads = 2;
 
-enum class Impl { Kernel, Torch };
+// Kernel: the fastest path (AVX512-BF16 dot products for bf16 weights, x rounded to bf16).
+// Exact: bf16 weights widened to f32 (what the default CPU "mixed" mode uses: f32 activations).
+enum class Impl { Kernel, Exact, Torch };
 
 template <Impl impl, c10::ScalarType dtype>
 void BM_Matmul(benchmark::State& state) {
@@ -28,9 +30,15 @@ void BM_Matmul(benchmark::State& state) {
   at::Tensor xf = x.to(torch::kFloat32).contiguous();
   at::Tensor y = torch::empty({m, n});
   torch::NoGradGuard no_grad;
+  using dspark::kernels::Isa;
+  const Isa isa_exact = dspark::kernels::best_isa() == Isa::Avx512Bf16 ? Isa::Avx512 : dspark::kernels::best_isa();
   for (auto _ : state) {
     if constexpr (impl == Impl::Torch) {
       benchmark::DoNotOptimize(at::linear(x, w));
+    } else if constexpr (impl == Impl::Exact) {
+      dspark::kernels::matmul_bf16_with(isa_exact, xf.data_ptr<float>(), k, m, k,
+                                        reinterpret_cast<const uint16_t*>(w.data_ptr()), k, n, y.data_ptr<float>(), n);
+      benchmark::ClobberMemory();
     } else if constexpr (dtype == torch::kBFloat16) {
       dspark::kernels::matmul_bf16(xf.data_ptr<float>(), m, k, reinterpret_cast<const uint16_t*>(w.data_ptr()), n,
                                    y.data_ptr<float>());
@@ -43,10 +51,9 @@ void BM_Matmul(benchmark::State& state) {
   const int64_t elem = dtype == torch::kBFloat16 ? 2 : 4;
   state.SetBytesProcessed(state.iterations() * (n * k + m * k + m * n) * elem);
   // f32 weights have no dot-product instruction: the BF16 path runs as plain AVX-512.
-  using dspark::kernels::Isa;
-  Isa isa = dspark::kernels::best_isa();
+  Isa isa = impl == Impl::Exact ? isa_exact : dspark::kernels::best_isa();
   if (dtype == torch::kFloat32 && isa == Isa::Avx512Bf16) isa = Isa::Avx512;
-  state.SetLabel(impl == Impl::Kernel ? dspark::kernels::isa_name(isa) : "at::linear");
+  state.SetLabel(impl == Impl::Torch ? "at::linear" : dspark::kernels::isa_name(isa));
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
@@ -56,6 +63,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Matmul<Impl::Kernel, torch::kBFloat16>)->Name("Matmul/kernel/bf16")->Apply(Shapes);
+BENCHMARK(BM_Matmul<Impl::Exact, torch::kBFloat16>)->Name("Matmul/exact/bf16")->Apply(Shapes);
 BENCHMARK(BM_Matmul<Impl::Torch, torch::kBFloat16>)->Name("Matmul/torch/bf16")->Apply(Shapes);
 BENCHMARK(BM_Matmul<Impl::Kernel, torch::kFloat32>)->Name("Matmul/kernel/f32")->Apply(Shapes);
 BENCHMARK(BM_Matmul<Impl::Torch, torch::kFloat32>)->Name("Matmul/torch/f32")->Apply(Shapes);

@@ -1,5 +1,6 @@
 #include "drafter/dspark_drafter.h"
 
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 
 #include <torch/torch.h>
@@ -25,6 +26,9 @@ constexpr const char* kKind = "dspark-drafter";
 constexpr const char* kTensorStem = "drafter";
 
 std::string layer_name(int64_t i, const char* what) { return fmt::format("layers.{}.{}", i, what); }
+
+// Context rows up to which extend_context() takes the raw-row path (commits during decoding).
+constexpr int64_t kFastContextRows = 16;
 }  // namespace
 
 DSparkDrafter::DSparkDrafter(DSparkConfig config, TargetIdentity target, uint64_t seed)
@@ -170,10 +174,13 @@ at::Tensor DSparkDrafter::backbone(const Transformer& target, const std::vector<
   at::Tensor x = torch::cat({first, param("mask").view({1, 1, 1, d}).expand({B, A, g - 1, d})}, 2);
   at::Tensor positions = (anchors.unsqueeze(-1) + torch::arange(g, anchors.options())).reshape({-1});  // [B*A*g]
   auto [cos, sin] = rope_tables(inv_freq_, positions);
-  // Context visibility as an additive mask [B, 1, A*g, N].
-  at::Tensor ctx_mask = torch::zeros({B, A, N}, x.options())
-                            .masked_fill(ctx_allowed.logical_not(), -std::numeric_limits<float>::infinity())
-                            .unsqueeze(2).expand({B, A, g, N}).reshape({B, 1, A * g, N});
+  // Context visibility as an additive mask [B, 1, A*g, N]; none when every position is visible
+  // (ctx_allowed undefined: inference in `layers` mode).
+  at::Tensor ctx_mask;
+  if (ctx_allowed.defined())
+    ctx_mask = torch::zeros({B, A, N}, x.options())
+                   .masked_fill(ctx_allowed.logical_not(), -std::numeric_limits<float>::infinity())
+                   .unsqueeze(2).expand({B, A, g, N}).reshape({B, 1, A * g, N});
   const double scale = 1.0 / std::sqrt(double(hd));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     at::Tensor h = rms_norm(x, param(layer_name(i, "attn_norm")), c.rms_norm_eps);
@@ -184,7 +191,8 @@ at::Tensor DSparkDrafter::backbone(const Transformer& target, const std::vector<
     };
     at::Tensor q = heads("q_proj", "q_norm"), kb = heads("k_proj", "k_norm"), vb = heads("v_proj", nullptr);
     // Scores against the context [B, nh, A*g, N] and within the block [B, nh, A, g, g].
-    at::Tensor s_ctx = torch::matmul(q.reshape({B, nh, A * g, hd}), ctx_keys[i].transpose(-1, -2)) * scale + ctx_mask;
+    at::Tensor s_ctx = torch::matmul(q.reshape({B, nh, A * g, hd}), ctx_keys[i].transpose(-1, -2)) * scale;
+    if (ctx_mask.defined()) s_ctx = s_ctx + ctx_mask;
     at::Tensor s_blk = torch::matmul(q, kb.transpose(-1, -2)) * scale;
     at::Tensor probs = torch::softmax(torch::cat({s_ctx.view({B, nh, A, g, N}), s_blk}, -1), -1);
     at::Tensor p_ctx = probs.narrow(-1, 0, N).reshape({B, nh, A * g, N});
@@ -268,8 +276,13 @@ void DSparkDrafter::extend_context(Context& ctx, const at::Tensor& features) con
   if (features.size(-1) != feature_width())
     fail("drafter context features have width {}, expected {}", features.size(-1), feature_width());
   std::vector<at::Tensor> keys, values;
-  at::Tensor positions = torch::arange(ctx.length, ctx.length + n, torch::TensorOptions().dtype(torch::kInt64).device(features.device()));
-  context_kv(features.unsqueeze(0), positions, keys, values);
+  if (features.device().is_cpu() && n <= kFastContextRows && cpu_fast_paths_enabled()) {
+    context_kv_cpu(features.to(torch::kFloat32).contiguous(), ctx.length, keys, values);
+  } else {
+    at::Tensor positions =
+        torch::arange(ctx.length, ctx.length + n, torch::TensorOptions().dtype(torch::kInt64).device(features.device()));
+    context_kv(features.unsqueeze(0), positions, keys, values);
+  }
   for (int64_t i = 0; i < config_.num_layers; ++i) {
     ctx.keys[i] = torch::cat({ctx.keys[i], keys[i]}, 2);
     ctx.values[i] = torch::cat({ctx.values[i], values[i]}, 2);
@@ -287,10 +300,16 @@ DSparkDrafter::Draft DSparkDrafter::draft(const Transformer& target, const Conte
   const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(dev);
   const int64_t N = ctx.length;
   at::Tensor anchors = torch::full({1, 1}, N, i64);
-  at::Tensor pos = torch::arange(N, i64).view({1, 1, N});
-  at::Tensor allowed = c.context == ContextMode::Layers ? (pos < N) : (pos == N - 1);
-  at::Tensor h = backbone(target, ctx.keys, ctx.values, allowed, anchors, torch::full({1, 1}, anchor_token, i64))
-                     .view({c.block_size, c.width}).narrow(0, 0, n);  // [n, d]
+  at::Tensor h;  // [n, d]
+  if (dev.is_cpu() && c.context == ContextMode::Layers && cpu_fast_paths_enabled()) {
+    h = block_hidden_cpu(target, ctx, anchor_token).narrow(0, 0, n);
+  } else {
+    // `layers`: the block sees every context position (no mask); `final`: only the last one.
+    at::Tensor allowed;
+    if (c.context == ContextMode::Final) allowed = torch::arange(N, i64).view({1, 1, N}) == N - 1;
+    h = backbone(target, ctx.keys, ctx.values, allowed, anchors, torch::full({1, 1}, anchor_token, i64))
+            .view({c.block_size, c.width}).narrow(0, 0, n);
+  }
   at::Tensor U = base_logits(target, h);                               // [n, V]
 
   if (U.device().is_cpu() && (c.markov == MarkovKind::None || c.markov == MarkovKind::Vanilla))
@@ -340,6 +359,168 @@ DSparkDrafter::Draft DSparkDrafter::draft(const Transformer& target, const Conte
   return out;
 }
 
+namespace {
+
+// The fastest path that multiplies bf16 weights with float32 inputs exactly (widening; the
+// AVX512-BF16 dot product would round the inputs to bf16).
+kernels::Isa widening_isa() {
+  static const kernels::Isa isa =
+      kernels::best_isa() == kernels::Isa::Avx512Bf16 ? kernels::Isa::Avx512 : kernels::best_isa();
+  return isa;
+}
+
+// Row-wise helpers of block_hidden_cpu (float32, contiguous rows).
+void rms_norm_rows(const float* x, int64_t rows, int64_t n, const float* w, float eps, float* y) {
+  for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
+    float sum_sq = 0;
+    for (int64_t i = 0; i < n; ++i) sum_sq += x[i] * x[i];
+    const float scale = 1.0f / std::sqrt(sum_sq / float(n) + eps);
+    for (int64_t i = 0; i < n; ++i) y[i] = w[i] * (x[i] * scale);
+  }
+}
+
+// RoPE (rotate-half) in place on one head vector of hd floats; cos/sin [hd].
+void rope_row(float* x, int64_t hd, const float* cos, const float* sin) {
+  const int64_t half = hd / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = x[i], b = x[i + half];
+    x[i] = a * cos[i] - b * sin[i];
+    x[i + half] = b * cos[i + half] + a * sin[i + half];
+  }
+}
+
+// RoPE tables as rope_tables() for positions position0 .. position0 + n - 1: angle = pos *
+// inv_freq, halves repeated; cos/sin [n, hd].
+void rope_rows(const float* inv_freq, int64_t position0, int64_t n, int64_t hd, float* cos, float* sin) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < hd; ++i) {
+      const float angle = float(position0 + t) * inv_freq[i % (hd / 2)];
+      cos[t * hd + i] = std::cos(angle);
+      sin[t * hd + i] = std::sin(angle);
+    }
+}
+
+}  // namespace
+
+// backbone() for one block at inference on the CPU, on raw float32 rows: the same arithmetic
+// (anchor slot + mask slots, per layer: norm, q/k/v with q/k norms and RoPE, attention over every
+// context position plus the whole block, output projection, SwiGLU MLP; output norm) without
+// ~80 LibTorch operators whose dispatch overhead exceeded the arithmetic. Returns [g, d].
+at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Context& ctx, int64_t anchor_token) const {
+  const auto& c = config_;
+  const int64_t g = c.block_size, d = c.width, nh = c.num_heads, hd = c.head_dim, qd = nh * hd, F = c.ffn_size;
+  const int64_t N = ctx.length, H = target_.hidden_size;
+  const float eps = float(c.rms_norm_eps);
+  auto ptr = [&](const std::string& name) { return param(name).data_ptr<float>(); };
+  auto buffer = [](int64_t n) { return std::vector<float>(static_cast<size_t>(n)); };
+
+  // Slot inputs [g, d]: the projected anchor embedding, then the mask vector.
+  const at::Tensor anchor_emb =
+      target.embed(torch::full({1}, anchor_token, torch::kInt64)).to(torch::kFloat32).contiguous();  // [1, H]
+  at::Tensor out = torch::empty({g, d});
+  float* x = out.data_ptr<float>();  // the residual stream, [g, d]
+  kernels::matmul_f32(anchor_emb.data_ptr<float>(), 1, H, ptr("embed.proj"), d, x);
+  for (int64_t k = 1; k < g; ++k) std::copy(ptr("mask"), ptr("mask") + d, x + k * d);
+
+  // RoPE tables for positions N .. N+g-1, as rope_tables(): angle = pos * inv_freq, halves repeated.
+  std::vector<float> cos = buffer(g * hd), sin = buffer(g * hd);
+  rope_rows(inv_freq_.data_ptr<float>(), N, g, hd, cos.data(), sin.data());
+
+  std::vector<float> h = buffer(g * d), q = buffer(g * qd), kb = buffer(g * qd), vb = buffer(g * qd);
+  std::vector<float> att = buffer(g * qd), tmp = buffer(g * d), gate = buffer(g * F), up = buffer(g * F);
+  std::vector<float> p = buffer(N + g);
+  const float scale = float(1.0 / std::sqrt(double(hd)));
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    rms_norm_rows(x, g, d, ptr(layer_name(l, "attn_norm")), eps, h.data());
+    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "q_proj")), qd, q.data());
+    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "k_proj")), qd, kb.data());
+    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "v_proj")), qd, vb.data());
+    const float* q_norm = ptr(layer_name(l, "q_norm"));
+    const float* k_norm = ptr(layer_name(l, "k_norm"));
+    for (int64_t k = 0; k < g; ++k)
+      for (int64_t j = 0; j < nh; ++j) {
+        float* qh = q.data() + (k * nh + j) * hd;
+        float* kh = kb.data() + (k * nh + j) * hd;
+        rms_norm_rows(qh, 1, hd, q_norm, eps, qh);
+        rms_norm_rows(kh, 1, hd, k_norm, eps, kh);
+        rope_row(qh, hd, cos.data() + k * hd, sin.data() + k * hd);
+        rope_row(kh, hd, cos.data() + k * hd, sin.data() + k * hd);
+      }
+    // Attention: each slot sees all N context positions and all g slots. Context keys/values are
+    // [1, nh, N, hd] contiguous.
+    const at::Tensor ck = ctx.keys[size_t(l)].contiguous(), cv = ctx.values[size_t(l)].contiguous();
+    for (int64_t j = 0; j < nh; ++j) {
+      const float* ckj = ck.data_ptr<float>() + j * N * hd;
+      const float* cvj = cv.data_ptr<float>() + j * N * hd;
+      for (int64_t k = 0; k < g; ++k) {
+        const float* qh = q.data() + (k * nh + j) * hd;
+        float max_score = -INFINITY;
+        for (int64_t s = 0; s < N + g; ++s) {
+          const float* key = s < N ? ckj + s * hd : kb.data() + ((s - N) * nh + j) * hd;
+          p[size_t(s)] = kernels::dot_f32(qh, key, hd) * scale;
+          max_score = std::max(max_score, p[size_t(s)]);
+        }
+        float total = 0;
+        for (int64_t s = 0; s < N + g; ++s) total += (p[size_t(s)] = std::exp(p[size_t(s)] - max_score));
+        float* o = att.data() + (k * nh + j) * hd;
+        std::fill(o, o + hd, 0.0f);
+        for (int64_t s = 0; s < N + g; ++s) {
+          const float* value = s < N ? cvj + s * hd : vb.data() + ((s - N) * nh + j) * hd;
+          kernels::axpy_f32(p[size_t(s)] / total, value, o, hd);
+        }
+      }
+    }
+    kernels::matmul_f32(att.data(), g, qd, ptr(layer_name(l, "o_proj")), d, tmp.data());
+    for (int64_t i = 0; i < g * d; ++i) x[i] += tmp[size_t(i)];
+    rms_norm_rows(x, g, d, ptr(layer_name(l, "ffn_norm")), eps, h.data());
+    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "gate_proj")), F, gate.data());
+    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "up_proj")), F, up.data());
+    for (int64_t i = 0; i < g * F; ++i) {
+      const float a = gate[size_t(i)];
+      gate[size_t(i)] = a / (1.0f + std::exp(-a)) * up[size_t(i)];  // silu(gate) * up
+    }
+    kernels::matmul_f32(gate.data(), g, F, ptr(layer_name(l, "down_proj")), d, tmp.data());
+    for (int64_t i = 0; i < g * d; ++i) x[i] += tmp[size_t(i)];
+  }
+  rms_norm_rows(x, g, d, ptr("out.norm"), eps, x);
+  return out;
+}
+
+// context_kv() for a few new rows on the CPU (speculative decoding's commit of <= g + 1 tokens) on
+// raw float32 rows. features [n, F] contiguous -> per layer keys/values [1, heads, n, hd].
+void DSparkDrafter::context_kv_cpu(const at::Tensor& features, int64_t position0, std::vector<at::Tensor>& keys,
+                                   std::vector<at::Tensor>& values) const {
+  const auto& c = config_;
+  const int64_t n = features.size(0), F = features.size(1), d = c.width, nh = c.num_heads, hd = c.head_dim;
+  const int64_t qd = nh * hd;
+  const float eps = float(c.rms_norm_eps);
+  auto ptr = [&](const std::string& name) { return param(name).data_ptr<float>(); };
+  std::vector<float> rows(static_cast<size_t>(n * d)), k(static_cast<size_t>(n * qd)), v(static_cast<size_t>(n * qd));
+  kernels::matmul_f32(features.data_ptr<float>(), n, F, ptr("ctx.proj"), d, rows.data());
+  rms_norm_rows(rows.data(), n, d, ptr("ctx.norm"), eps, rows.data());
+  std::vector<float> cos(static_cast<size_t>(n * hd)), sin(static_cast<size_t>(n * hd));
+  rope_rows(inv_freq_.data_ptr<float>(), position0, n, hd, cos.data(), sin.data());
+  keys.clear();
+  values.clear();
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    kernels::matmul_f32(rows.data(), n, d, ptr(layer_name(l, "k_proj")), qd, k.data());
+    kernels::matmul_f32(rows.data(), n, d, ptr(layer_name(l, "v_proj")), qd, v.data());
+    const float* k_norm = ptr(layer_name(l, "k_norm"));
+    at::Tensor kt = torch::empty({1, nh, n, hd}), vt = torch::empty({1, nh, n, hd});  // [1, nh, n, hd]
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < nh; ++j) {
+        float* kh = k.data() + (t * nh + j) * hd;
+        rms_norm_rows(kh, 1, hd, k_norm, eps, kh);
+        rope_row(kh, hd, cos.data() + t * hd, sin.data() + t * hd);
+        std::copy(kh, kh + hd, kt.data_ptr<float>() + (j * n + t) * hd);
+        const float* vh = v.data() + (t * nh + j) * hd;
+        std::copy(vh, vh + hd, vt.data_ptr<float>() + (j * n + t) * hd);
+      }
+    keys.push_back(kt);
+    values.push_back(vt);
+  }
+}
+
 // The sequential walk for the `none` and `vanilla` heads on the CPU, on raw float32 rows: the
 // LibTorch version spends most of its time in per-position operator overhead (index, add, argmax,
 // item, cat: ~10 ops x g), which costs more than the arithmetic. Same values as the general walk.
@@ -364,7 +545,11 @@ DSparkDrafter::Draft DSparkDrafter::walk_cpu(const at::Tensor& base_logits, cons
     const float* e = markov ? w1.data_ptr<float>() + prev * r : nullptr;  // W1[x_{k-1}], [r]
     if (markov) {
       std::vector<float> bias(static_cast<size_t>(V));  // B_k = W1[x_{k-1}] W2^T, [V]
-      kernels::matmul_f32(e, 1, r, w2.data_ptr<float>(), V, bias.data());
+      if (walk_w2_bf16_.defined())
+        kernels::matmul_bf16_with(widening_isa(), e, r, 1, r, reinterpret_cast<const uint16_t*>(walk_w2_bf16_.data_ptr()),
+                                  r, V, bias.data(), V);
+      else
+        kernels::matmul_f32(e, 1, r, w2.data_ptr<float>(), V, bias.data());
       for (int64_t v = 0; v < V; ++v) row[v] += bias[size_t(v)];
     }
     int64_t token;
@@ -454,6 +639,13 @@ std::unique_ptr<DSparkDrafter> DSparkDrafter::load(const std::string& dir, Trans
     if (!torch::isfinite(p).all().item<bool>()) fail("{}: tensor {} holds NaN or infinity", store.location(), name);
   }
   drafter->to(target.device());
+  // Drafters stored in bf16 have a bf16-exact W2: the walk can read half the bytes per position
+  // with the same float32 products (kernels' widening path).
+  if (drafter->config_.markov == MarkovKind::Vanilla && target.device().is_cpu()) {
+    const at::Tensor& w2 = drafter->param("markov.w2");
+    at::Tensor w2_bf16 = w2.to(torch::kBFloat16).contiguous();
+    if (w2_bf16.to(torch::kFloat32).equal(w2)) drafter->walk_w2_bf16_ = w2_bf16;
+  }
   return drafter;
 }
 

@@ -85,7 +85,8 @@ class DSparkDrafter {
 
  private:
   at::Tensor& param(const std::string& name) const;
-  // Block hidden states [B, A, g, d] after the output norm.
+  // Block hidden states [B, A, g, d] after the output norm. ctx_allowed [B, A, N] bool: context
+  // positions each block may see; undefined = all of them.
   at::Tensor backbone(const Transformer& target, const std::vector<at::Tensor>& ctx_keys,
                       const std::vector<at::Tensor>& ctx_values, const at::Tensor& ctx_allowed,
                       const at::Tensor& anchors, const at::Tensor& anchor_tokens) const;
@@ -93,6 +94,11 @@ class DSparkDrafter {
   void context_kv(const at::Tensor& features, const at::Tensor& positions, std::vector<at::Tensor>& keys,
                   std::vector<at::Tensor>& values) const;
   at::Tensor base_logits(const Transformer& target, const at::Tensor& hidden) const;  // [.., d] -> [.., V]
+  // context_kv() for a few rows on the CPU: features [n, F] float32 contiguous.
+  void context_kv_cpu(const at::Tensor& features, int64_t position0, std::vector<at::Tensor>& keys,
+                      std::vector<at::Tensor>& values) const;
+  // backbone() for one block at inference on the CPU (`layers` context, float32 raw rows): [g, d].
+  at::Tensor block_hidden_cpu(const Transformer& target, const Context& context, int64_t anchor_token) const;
   // draft()'s walk for the none/vanilla heads on the CPU: base logits [n, V], hidden [n, d].
   Draft walk_cpu(const at::Tensor& base_logits, const at::Tensor& hidden, int64_t anchor_token,
                  const SamplingParams& params, Rng* rng, const std::vector<int64_t>* forced) const;
@@ -102,6 +108,7 @@ class DSparkDrafter {
   std::vector<std::string> names_;                   // canonical order
   mutable std::map<std::string, at::Tensor> params_;
   at::Tensor inv_freq_;
+  at::Tensor walk_w2_bf16_;  // [V, r] bf16 copy of markov.w2 when exact (loaded drafters), for the walk
 };
 
 }  // namespace dspark

@@ -30,4 +30,8 @@ struct AttentionShape {
 void attention_f32(const AttentionShape& shape, const float* q, const float* k, const float* v,
                    int64_t kv_head_stride, float* out);
 
+// The inner loops, vectorised where the CPU can: sum_i a[i] b[i], and y[i] += w x[i].
+float dot_f32(const float* a, const float* b, int64_t n);
+void axpy_f32(float w, const float* x, float* y, int64_t n);
+
 }  // namespace dspark::kernels

@@ -57,8 +57,10 @@ template <class XT, class WT>
 void run_path(const Path<XT, WT>& path, const XT* x, int64_t ldx, int64_t m, int64_t k, const WT* w,
               int64_t ldw, int64_t n, float* y, int64_t ldy) {
   const int64_t nr = path.nr, blocks = (n + nr - 1) / nr;
-  // Enough weight bytes per thread (>= 128 KiB) that the fork/join (~microseconds) pays off.
-  const int64_t block_bytes = std::max<int64_t>(1, nr * k * int64_t(sizeof(WT)));
+  // Enough work per thread (>= 128 KiB of weights per pass over the rows of x) that the fork/join
+  // (~microseconds) pays off; with several passes (m > MR) small matrices are worth splitting too.
+  const int64_t passes = (m + path.mr - 1) / path.mr;
+  const int64_t block_bytes = std::max<int64_t>(1, nr * k * int64_t(sizeof(WT)) * passes);
   const int64_t grain = std::max<int64_t>(1, (int64_t(128) << 10) / block_bytes);
   parallel_ranges(blocks, grain, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {

@@ -25,16 +25,6 @@ bool kernels_enabled() {
   return enabled;
 }
 
-// The fastest path that multiplies bf16 weights with float32 activations in float32 (AVX512-BF16's
-// dot product would round the activations to bf16).
-kernels::Isa exact_bf16_isa() {
-  static const kernels::Isa isa = [] {
-    const kernels::Isa best = kernels::best_isa();
-    return best == kernels::Isa::Avx512Bf16 ? kernels::Isa::Avx512 : best;
-  }();
-  return isa;
-}
-
 }  // namespace
 
 bool cpu_fast_paths_enabled() { return kernels_enabled(); }
@@ -89,10 +79,7 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) 
     const int64_t rows = x.numel() / k, n = w.size(0);
     at::Tensor xf = x.reshape({rows, k}).to(torch::kFloat32).contiguous();  // [rows, k]
     at::Tensor y = torch::empty({rows, n}, x.options().dtype(torch::kFloat32));  // [rows, n]
-    if (dtype == torch::kBFloat16 && mixed)  // float32 products (the bf16 dot-product insn would round x)
-      kernels::matmul_bf16_with(exact_bf16_isa(), xf.data_ptr<float>(), k, rows, k,
-                                reinterpret_cast<const uint16_t*>(w.data_ptr()), k, n, y.data_ptr<float>(), n);
-    else if (dtype == torch::kBFloat16)
+    if (dtype == torch::kBFloat16)
       kernels::matmul_bf16(xf.data_ptr<float>(), rows, k, reinterpret_cast<const uint16_t*>(w.data_ptr()), n,
                            y.data_ptr<float>());
     else

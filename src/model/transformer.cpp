@@ -24,7 +24,7 @@ struct Transformer::Segment {
 namespace {
 
 // New tokens per chunk up to which cached attention uses the fused CPU kernel (decode/verify).
-constexpr int64_t kFastAttentionMaxTokens = 64;
+constexpr int64_t kFastAttentionMaxTokens = 8;  // beyond, LibTorch's batched GEMMs win (bench)
 
 // Visibility of keys (positions 0..S-1) from queries at positions position0 .. position0+T-1:
 // causal, and within the last `window` positions for sliding layers. [T, S] bool.
@@ -60,8 +60,8 @@ std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const Loa
   c10::Device device(options.device);
   // Default compute dtype: as stored on GPUs. On the CPU float32 activations (LibTorch 1.13's bf16
   // CPU operators are slow, docs/BENCHMARKS.md) with matrices kept as stored when bf16 ("mixed"):
-  // decoding reads half the bytes, and widening bf16 to float32 is exact, so results equal a
-  // float32 copy of the same weights up to summation order.
+  // decoding reads half the bytes. The decode kernels multiply them with AVX512-BF16 dot products,
+  // which round the activations to bf16 (as a bf16 model computes) and accumulate in float32.
   std::string dtype_name = options.dtype;
   const bool automatic = dtype_name.empty() || dtype_name == "auto";
   if (automatic) dtype_name = device.is_cpu() ? "float32" : config.torch_dtype;
