@@ -23,21 +23,8 @@ namespace fs = std::filesystem;
 using torch::indexing::None;
 using torch::indexing::Slice;
 
-DSparkConfig tiny_config(MarkovKind markov, ContextMode context, int64_t g = 4) {
-  DSparkConfig c;
-  c.block_size = g;
-  c.width = 32;
-  c.num_layers = 2;
-  c.num_heads = 2;
-  c.head_dim = 16;
-  c.ffn_size = 48;
-  c.markov = markov;
-  c.markov_rank = 8;
-  c.confidence = markov != MarkovKind::None;
-  c.context = context;
-  c.target_layers = {0, 1};
-  c.init_std = 0.2;  // large enough that every part visibly matters
-  return c;
+DSparkConfig tiny_config(MarkovKind markov, ContextMode context) {
+  return testing::tiny_drafter_config(4, markov, context);
 }
 
 // Random non-zero W2 and confidence weights, so the Markov and confidence heads matter.

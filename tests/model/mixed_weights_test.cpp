@@ -49,17 +49,7 @@ TEST(MixedWeights, MatricesStayBf16AndLogitsMatchFloat32) {
 
 TEST(MixedWeights, SpeculativeGreedyEqualsPlainGreedy) {
   auto target = Transformer::load(bf16_checkpoint("qwen3"));
-  DSparkConfig c;
-  c.block_size = 4;
-  c.width = 32;
-  c.num_layers = 1;
-  c.num_heads = 2;
-  c.head_dim = 16;
-  c.ffn_size = 32;
-  c.markov_rank = 8;
-  c.target_layers = {0, 1};
-  c.init_std = 0.3;
-  auto dspark = std::make_shared<DSparkDrafter>(c, TargetIdentity::of(*target), 3);
+  auto dspark = std::make_shared<DSparkDrafter>(testing::tiny_drafter_config(4), TargetIdentity::of(*target), 3);
   const std::vector<int64_t> prompt = {5, 17, 17, 40, 2, 9};
   GenerationResult plain = generate_autoregressive(*target, prompt, 24, SamplingParams{}, {});
   DSparkSource dspark_source(dspark, *target);

@@ -41,23 +41,9 @@ class ScriptedDrafter : public Drafter {
   int64_t pos_ = 0;
 };
 
-DSparkConfig small_drafter(int64_t g) {
-  DSparkConfig c;
-  c.block_size = g;
-  c.width = 32;
-  c.num_layers = 1;
-  c.num_heads = 2;
-  c.head_dim = 16;
-  c.ffn_size = 32;
-  c.markov_rank = 8;
-  c.target_layers = {0, 1};
-  c.init_std = 0.3;
-  return c;
-}
-
 TEST(Speculative, GreedyOutputEqualsPlainDecodingForEveryDrafterAndMode) {
   auto target = testing::tiny_model("qwen3", torch::kFloat32, 5);
-  auto dspark = std::make_shared<DSparkDrafter>(small_drafter(4), TargetIdentity::of(*target), 3);
+  auto dspark = std::make_shared<DSparkDrafter>(testing::tiny_drafter_config(4), TargetIdentity::of(*target), 3);
   {
     torch::NoGradGuard no_grad;
     for (auto& [name, t] : dspark->named_parameters())

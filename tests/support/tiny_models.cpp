@@ -70,4 +70,21 @@ std::string temp_dir(const std::string& tag) {
   return dir.string();
 }
 
+DSparkConfig tiny_drafter_config(int64_t block_size, MarkovKind markov, ContextMode context) {
+  DSparkConfig c;
+  c.block_size = block_size;
+  c.width = 32;
+  c.num_layers = 2;
+  c.num_heads = 2;
+  c.head_dim = 16;
+  c.ffn_size = 48;
+  c.markov = markov;
+  c.markov_rank = 8;
+  c.confidence = markov != MarkovKind::None;
+  c.context = context;
+  c.target_layers = {0, 1};
+  c.init_std = 0.2;
+  return c;
+}
+
 }  // namespace dspark::testing
