@@ -16,6 +16,7 @@ PYLIB=${PYLIB:-/usr/lib/python3.11}
 STEPS=${STEPS:-450}
 STEPS2=${STEPS2:-300}
 STEPS3=${STEPS3:-5000}
+STOP3=${STOP3:-2503}  # the shipped model: stage 3 stopped here (time); raise it (or 0) to continue
 THREADS=${THREADS:-0}
 DSPARK=${DSPARK:-build/dspark}
 
@@ -54,7 +55,8 @@ fi
 #    stage 1: 450 steps of 16 x 256 tokens from random weights, peak lr 2e-3;
 #    stage 2: from stage 1's export, 300 more steps of 8 x 256 tokens (more updates per token
 #    seen), peak lr 1.5e-3;
-#    stage 3: from stage 2's export, 5000 steps of 8 x 256 tokens (~4.8 epochs), peak lr 1.5e-3.
+#    stage 3: from stage 2's export, a 5000-step schedule of 8 x 256 tokens, peak lr 1.5e-3,
+#    stopped at step STOP3 (2503, ~2.4 epochs) for the shipped model.
 RESUME=()
 [ -f "$WORK/lm/train/train_state.safetensors" ] && RESUME=(--resume)
 "$DSPARK" train-lm --config configs/default-model.config.json --tokenizer "$WORK/tokenizer" \
@@ -71,7 +73,7 @@ RESUME=()
 "$DSPARK" train-lm --config configs/default-model.config.json --tokenizer "$WORK/tokenizer" --init "$WORK/lm2" \
   --corpus "$WORK/corpus/train" --valid "$WORK/corpus/valid" --ext .py --out "$WORK/lm3" \
   --steps "$STEPS3" --seq-len 256 --batch-size 8 --lr 1.5e-3 --warmup 100 --seed 2 --eval-windows 128 \
-  --eval-every 250 --threads "$THREADS" "${RESUME[@]}"
+  --eval-every 250 --stop-at "$STOP3" --threads "$THREADS" "${RESUME[@]}"
 
 # Ship: the exported HF files only (not the training state).
 mkdir -p "$OUT"
