@@ -15,8 +15,8 @@ cd "$(dirname "$0")/.."
 
 WORK=${1:-build/default-model}
 TARGET=${TARGET:-models/default}
-MINUTES=${MINUTES:-15}
-PROMPTS=${PROMPTS:-800}
+MINUTES=${MINUTES:-50}
+PROMPTS=${PROMPTS:-3000}
 DSPARK=${DSPARK:-build/dspark}
 
 [ -x "$DSPARK" ] || scripts/build.sh

@@ -1,5 +1,6 @@
 #include "drafter/dspark_drafter.h"
 
+#include "kernels/argmax.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 
@@ -546,15 +547,15 @@ DSparkDrafter::Draft DSparkDrafter::walk_cpu(const at::Tensor& base_logits, cons
     if (markov) {
       std::vector<float> bias(static_cast<size_t>(V));  // B_k = W1[x_{k-1}] W2^T, [V]
       if (walk_w2_bf16_.defined())
-        kernels::matmul_bf16_with(widening_isa(), e, r, 1, r, reinterpret_cast<const uint16_t*>(walk_w2_bf16_.data_ptr()),
+        kernels::matmul_bf16_with(walk_isa_, e, r, 1, r, reinterpret_cast<const uint16_t*>(walk_w2_bf16_.data_ptr()),
                                   r, V, bias.data(), V);
       else
         kernels::matmul_f32(e, 1, r, w2.data_ptr<float>(), V, bias.data());
-      for (int64_t v = 0; v < V; ++v) row[v] += bias[size_t(v)];
+      kernels::axpy_f32(1.0f, bias.data(), row, V);
     }
     int64_t token;
     if (params.greedy()) {
-      token = int64_t(std::max_element(row, row + V) - row);  // first maximum, as argmax
+      token = kernels::argmax_f32(row, V).index;  // first maximum, as argmax
     } else {
       at::Tensor q = processed_probabilities(out.logits[k], params);
       token = sample_index(q, *rng);
@@ -640,11 +641,16 @@ std::unique_ptr<DSparkDrafter> DSparkDrafter::load(const std::string& dir, Trans
   }
   drafter->to(target.device());
   // Drafters stored in bf16 have a bf16-exact W2: the walk can read half the bytes per position
-  // with the same float32 products (kernels' widening path).
+  // with the same float32 products (kernels' widening path). When W1 is bf16-exact too, its rows
+  // lose nothing to the AVX512-BF16 dot product's input rounding, which is faster still (products
+  // exact, float32 sums in another order).
   if (drafter->config_.markov == MarkovKind::Vanilla && target.device().is_cpu()) {
+    auto bf16_exact = [](const at::Tensor& t) { return t.to(torch::kBFloat16).to(torch::kFloat32).equal(t); };
     const at::Tensor& w2 = drafter->param("markov.w2");
-    at::Tensor w2_bf16 = w2.to(torch::kBFloat16).contiguous();
-    if (w2_bf16.to(torch::kFloat32).equal(w2)) drafter->walk_w2_bf16_ = w2_bf16;
+    if (bf16_exact(w2)) {
+      drafter->walk_w2_bf16_ = w2.to(torch::kBFloat16).contiguous();
+      drafter->walk_isa_ = bf16_exact(drafter->param("markov.w1")) ? kernels::best_isa() : widening_isa();
+    }
   }
   return drafter;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "drafter/dspark_config.h"
+#include "kernels/matmul.h"
 #include "model/transformer.h"
 #include "sampling/sampler.h"
 #include "train/train_state.h"
@@ -109,6 +110,7 @@ class DSparkDrafter {
   mutable std::map<std::string, at::Tensor> params_;
   at::Tensor inv_freq_;
   at::Tensor walk_w2_bf16_;  // [V, r] bf16 copy of markov.w2 when exact (loaded drafters), for the walk
+  kernels::Isa walk_isa_ = kernels::Isa::Scalar;  // kernel path for walk_w2_bf16_
 };
 
 }  // namespace dspark

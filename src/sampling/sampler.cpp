@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/argmax.h"
 #include "util/error.h"
 
 namespace dspark {
@@ -65,14 +66,9 @@ int64_t sample_token(const at::Tensor& logits, const SamplingParams& params, Rng
     if (logits.device().is_cpu() && logits.scalar_type() == torch::kFloat32 && logits.dim() == 1 &&
         logits.is_contiguous()) {
       // One pass over the row (the operator chain below costs tens of microseconds per token).
-      const float* p = logits.data_ptr<float>();
-      const int64_t n = logits.numel();
-      int64_t best = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        if (!std::isfinite(p[i])) fail("logits contain NaN or infinity");
-        if (p[i] > p[best]) best = i;  // first maximum, as argmax
-      }
-      return best;
+      const kernels::ArgmaxResult best = kernels::argmax_f32(logits.data_ptr<float>(), logits.numel());
+      if (!best.all_finite) fail("logits contain NaN or infinity");
+      return best.index;  // first maximum, as argmax
     }
     at::Tensor l = logits.to(torch::kFloat32);
     if (!torch::isfinite(l).all().item<bool>()) fail("logits contain NaN or infinity");

@@ -141,9 +141,10 @@ TEST_P(DrafterKinds, TrainingForwardEqualsInferenceWalk) {
     for (int64_t k = 1; k <= g; ++k) forced.push_back(f.tokens[0][a + k].item<int64_t>());
     auto walk = d.draft(*f.target, ctx, f.tokens[0][a].item<int64_t>(), g, SamplingParams{}, nullptr, &forced);
     EXPECT_TRUE(torch::allclose(walk.logits, train.logits[0][int64_t(i)], 1e-4, 1e-4)) << "anchor " << a;
-    if (d.config().confidence)
+    if (d.config().confidence) {
       for (int64_t k = 0; k < g; ++k)
         EXPECT_NEAR(walk.conf_logits[size_t(k)], train.conf_logits[0][int64_t(i)][k].item<double>(), 1e-4);
+    }
   }
 }
 
