@@ -541,11 +541,11 @@ DSparkDrafter::Draft DSparkDrafter::walk_cpu(const at::Tensor& base_logits, cons
   const at::Tensor conf_w = c.confidence ? f32(param("conf.weight")) : at::Tensor();  // [1, d + r]
   const double conf_b = c.confidence ? param("conf.bias").item<double>() : 0.0;
   int64_t prev = anchor_token;
+  std::vector<float> bias(static_cast<size_t>(markov ? V : 0));  // B_k = W1[x_{k-1}] W2^T, [V]
   for (int64_t k = 0; k < n; ++k) {
     float* row = out.logits.data_ptr<float>() + k * V;
     const float* e = markov ? w1.data_ptr<float>() + prev * r : nullptr;  // W1[x_{k-1}], [r]
     if (markov) {
-      std::vector<float> bias(static_cast<size_t>(V));  // B_k = W1[x_{k-1}] W2^T, [V]
       if (walk_w2_bf16_.defined())
         kernels::matmul_bf16_with(walk_isa_, e, r, 1, r, reinterpret_cast<const uint16_t*>(walk_w2_bf16_.data_ptr()),
                                   r, V, bias.data(), V);

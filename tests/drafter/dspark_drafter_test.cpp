@@ -210,6 +210,31 @@ TEST(DSparkDrafter, SaveLoadRoundTripAndTargetChecks) {
   EXPECT_THROW(DSparkDrafter::load(broken, *f.target), Error);
 }
 
+// A drafter stored in bf16 has bf16-exact Markov matrices, so on the CPU its walk reads W2 in bf16
+// with the AVX512-BF16 dot product (or the widening path): same logits as its training forward.
+TEST(DSparkDrafter, Bf16StoredDrafterWalkEqualsTrainingForward) {
+  Fixture f;
+  DSparkDrafter d(tiny_config(MarkovKind::Vanilla, ContextMode::Layers), TargetIdentity::of(*f.target), 4);
+  randomize_heads(d);
+  const std::string dir = testing::temp_dir("drafter_bf16");
+  d.save(dir, torch::kBFloat16);
+  auto loaded = DSparkDrafter::load(dir, *f.target);
+  torch::NoGradGuard no_grad;
+  const int64_t a = 5, g = loaded->config().block_size;
+  at::Tensor feats = f.features(*loaded);
+  at::Tensor anchors = torch::tensor({{a}}, torch::kInt64);
+  at::Tensor anchor_token = f.tokens.index({Slice(), Slice(a, a + 1)});
+  at::Tensor prev = f.tokens.index({Slice(), Slice(a, a + g)}).view({1, 1, g});
+  auto train = loaded->forward_train(*f.target, feats, anchors, anchor_token, prev);
+  DSparkDrafter::Context ctx = loaded->new_context();
+  loaded->extend_context(ctx, feats[0].index({Slice(0, a)}));
+  std::vector<int64_t> forced;
+  for (int64_t k = 1; k <= g; ++k) forced.push_back(f.tokens[0][a + k].item<int64_t>());
+  auto walk = loaded->draft(*f.target, ctx, f.tokens[0][a].item<int64_t>(), g, SamplingParams{}, nullptr, &forced);
+  EXPECT_TRUE(torch::allclose(walk.logits, train.logits[0][0], 1e-4, 1e-4))
+      << (walk.logits - train.logits[0][0]).abs().max().item<double>();
+}
+
 // Regenerated data from the tiny target itself (greedy continuations of random prompts).
 std::string make_data(Transformer& target) {
   const std::string dir = testing::temp_dir("drafter_data");
