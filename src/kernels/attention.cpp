@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/avx512_sum.h"
 #include "kernels/parallel.h"
 
 namespace dspark::kernels {
@@ -29,7 +30,7 @@ __attribute__((target("avx512f"))) float dot_avx512(const float* a, const float*
     const __mmask16 m = __mmask16((1u << (n - i)) - 1);
     acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
   }
-  return _mm512_reduce_add_ps(acc);
+  return avx512_sum(acc);
 }
 __attribute__((target("avx512f"))) void axpy_avx512(float w, const float* x, float* y, int64_t n) {
   const __m512 wv = _mm512_set1_ps(w);

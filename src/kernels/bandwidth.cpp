@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/avx512_sum.h"
 #include "kernels/parallel.h"
 
 namespace dspark::kernels {
@@ -24,7 +25,7 @@ __attribute__((target("avx512f"))) float sum_avx512(const float* p, int64_t n) {
     a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
     a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
   }
-  float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  float s = avx512_sum(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
   for (; i < n; ++i) s += p[i];
   return s;
 }

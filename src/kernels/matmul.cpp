@@ -10,6 +10,7 @@
 // chosen at run time with __builtin_cpu_supports.
 #include "kernels/matmul.h"
 
+#include "kernels/avx512_sum.h"
 #include "kernels/parallel.h"
 
 #include <immintrin.h>
@@ -186,17 +187,6 @@ DSPARK_AVX512 __attribute__((always_inline)) inline void avx512_step(__m512 (&ac
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
   }
-}
-
-// Horizontal sum of 16 lanes, written with GCC vector shuffles: GCC 12's _mm512_reduce_add_ps and
-// the shuffle intrinsics it is built from trip -Wuninitialized (their _mm512_undefined_ps operand).
-DSPARK_AVX512 inline float avx512_sum(__m512 v) {
-  using Index = int __attribute__((vector_size(64)));
-  v += __builtin_shuffle(v, Index{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-  v += __builtin_shuffle(v, Index{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
-  v += __builtin_shuffle(v, Index{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
-  v += __builtin_shuffle(v, Index{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14});
-  return v[0];
 }
 
 template <int MR, int NR, class WT>
