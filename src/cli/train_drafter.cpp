@@ -16,6 +16,9 @@ struct TrainDrafterArgs {
   std::string config_path;
   DrafterTrainOptions train;
   bool dflash = false;
+  std::vector<double> loss_weights;  // ce, l1, bce
+  double loss_decay = 0;
+  std::string ce_label = "data";
   int64_t block_size = 0;
   std::string markov;
   std::string context;
@@ -38,6 +41,17 @@ int run_train_drafter(TrainDrafterArgs args) {
     o.config.confidence = false;
     o.loss = DSparkLossWeights::dflash();
   }
+  if (!args.loss_weights.empty()) {
+    if (args.loss_weights.size() != 3 || args.loss_weights[0] < 0 || args.loss_weights[1] < 0 || args.loss_weights[2] < 0)
+      fail("--loss-weights takes three non-negative numbers: CE,L1,BCE");
+    o.loss.ce = args.loss_weights[0];
+    o.loss.l1 = args.loss_weights[1];
+    o.loss.bce = args.loss_weights[2];
+  }
+  if (args.ce_label != "data" && args.ce_label != "target-argmax") fail("--ce-label must be data or target-argmax");
+  o.loss.ce_on_target_argmax = args.ce_label == "target-argmax";
+  if (args.loss_decay < 0) fail("--loss-decay must be > 0");
+  if (args.loss_decay > 0) o.loss.decay = args.loss_decay;
   if (o.config.target_layers.empty() && o.config.context == ContextMode::Layers)
     o.config.target_layers = DSparkConfig::dflash_layers(loaded.model->config().num_layers);
   const DrafterTrainResult r = train_drafter(*loaded.model, o);
@@ -57,6 +71,14 @@ Command add_train_drafter(CLI::App& root) {
   app->add_option("--out", o.out_dir, "drafter output directory")->required();
   app->add_option("--config", args->config_path, "drafter config JSON (see docs/drafter.md)");
   app->add_flag("--dflash", args->dflash, "train the DFlash baseline (no Markov / confidence head, CE only)");
+  app->add_option("--loss-weights", args->loss_weights,
+                  "CE,L1,BCE weights of the loss (default 0.1,0.9,1.0; --dflash: 1,0,0)")
+      ->delimiter(',')
+      ->expected(3);
+  app->add_option("--ce-label", args->ce_label,
+                  "CE label: data (the regenerated token) or target-argmax (the target's greedy token there)")
+      ->capture_default_str();
+  app->add_option("--loss-decay", args->loss_decay, "position-weight decay d of exp(-(k-1)/d) (default 4)");
   app->add_option("--block-size", args->block_size, "g, draft tokens per block");
   app->add_option("--markov", args->markov, "none | vanilla | gated | rnn");
   app->add_option("--context", args->context, "layers | final");
@@ -73,6 +95,9 @@ Command add_train_drafter(CLI::App& root) {
   app->add_option("--eval-samples", o.eval_samples, "held-out sequences")->capture_default_str();
   app->add_option("--live-prompts", o.live_eval_prompts, "held-out prompts decoded live")->capture_default_str();
   app->add_option("--checkpoint-minutes", o.checkpoint_minutes, "minutes between checkpoints")->capture_default_str();
+  app->add_flag("--cache-hidden", o.cache_hidden,
+               "keep the target's hidden states of the training samples in RAM (bf16, computed once) instead of "
+               "running the target at every step");
   app->add_flag("--resume", o.resume, "continue the run in --out");
   args->runtime.add_to(app);
   return {app, [args] { return run_train_drafter(*args); }};

@@ -2,7 +2,64 @@
 
 #include <torch/torch.h>
 
+#include "kernels/ce_l1_rows.h"
+#include "model/ops.h"
+
 namespace dspark {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// CE and L1 per row for float32 CPU logits, through the row kernels: softmax once (LibTorch,
+// vectorised), one pass for L1, one for the joint gradient. Outputs ce [M], l1 [M].
+struct FusedCeL1 : public torch::autograd::Function<FusedCeL1> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& logits, const at::Tensor& target_probs,
+                               const at::Tensor& labels) {
+    const int64_t M = logits.size(0), V = logits.size(1);
+    at::Tensor p = torch::softmax(logits, -1).contiguous();                      // [M, V]
+    at::Tensor ce = (torch::logsumexp(logits, -1) - logits.gather(1, labels.unsqueeze(1)).squeeze(1)).contiguous();
+    at::Tensor t = target_probs.contiguous();
+    at::Tensor l1 = torch::empty({M}, logits.options()), sign_dot = torch::empty({M}, logits.options());
+    kernels::l1_rows(p.data_ptr<float>(), t.data_ptr<float>(), M, V, l1.data_ptr<float>(), sign_dot.data_ptr<float>());
+    ctx->save_for_backward({p, t, labels, sign_dot});
+    return {ce, l1};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const at::Tensor &p = saved[0], &t = saved[1], &labels = saved[2], &sign_dot = saved[3];
+    const int64_t M = p.size(0), V = p.size(1);
+    auto per_row = [&](const at::Tensor& g) {
+      return g.defined() ? g.to(torch::kFloat32).contiguous() : torch::zeros({M}, p.options());
+    };
+    at::Tensor g_ce = per_row(grads[0]), g_l1 = per_row(grads[1]);
+    at::Tensor grad = torch::empty({M, V}, p.options());
+    kernels::ce_l1_rows_backward(p.data_ptr<float>(), t.data_ptr<float>(), labels.data_ptr<int64_t>(),
+                                 sign_dot.data_ptr<float>(), g_ce.data_ptr<float>(), g_l1.data_ptr<float>(), M, V,
+                                 grad.data_ptr<float>());
+    return {grad, at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+CeL1 ce_l1_per_position(const at::Tensor& logits, const at::Tensor& target_probs, const at::Tensor& labels,
+                        bool fused) {
+  const int64_t V = logits.size(-1);
+  at::Tensor z = logits.to(torch::kFloat32);
+  at::Tensor t = target_probs.to(torch::kFloat32);
+  std::vector<int64_t> shape = labels.sizes().vec();  // [..]
+  if (fused && z.device().is_cpu() && t.device().is_cpu()) {
+    auto out = FusedCeL1::apply(z.reshape({-1, V}), t.reshape({-1, V}), labels.reshape({-1}).to(torch::kInt64).contiguous());
+    return {out[0].view(shape), out[1].view(shape)};
+  }
+  // Reference: LibTorch operators (any device; the fused path is tested against it).
+  at::Tensor log_p = torch::log_softmax(z, -1);  // [.., V]
+  at::Tensor ce = -log_p.gather(-1, labels.unsqueeze(-1)).squeeze(-1);
+  at::Tensor l1 = (log_p.exp() - t).abs().sum(-1);
+  return {ce, l1};
+}
 
 at::Tensor position_weights(int64_t g, double decay) {
   return torch::exp(-torch::arange(g, torch::kFloat32) / decay);
@@ -15,10 +72,9 @@ DSparkLoss dspark_loss(const at::Tensor& logits, const at::Tensor& conf_logits, 
   at::Tensor norm = w.sum().clamp_min(1e-8);
   auto weighted_mean = [&](const at::Tensor& per_position) { return (per_position * w).sum() / norm; };
 
-  at::Tensor log_p = torch::log_softmax(logits.to(torch::kFloat32), -1);  // [.., g, V]
-  at::Tensor safe_labels = labels.masked_fill(valid.logical_not(), 0);
-  at::Tensor ce = -log_p.gather(-1, safe_labels.unsqueeze(-1)).squeeze(-1);  // [.., g]
-  at::Tensor l1 = (log_p.exp() - target_probs.to(torch::kFloat32)).abs().sum(-1);  // [.., g]
+  at::Tensor ce_labels = weights.ce_on_target_argmax ? target_probs.argmax(-1) : labels;
+  at::Tensor safe_labels = ce_labels.masked_fill(valid.logical_not(), 0);
+  const auto [ce, l1] = ce_l1_per_position(logits, target_probs, safe_labels, cpu_fast_paths_enabled());  // [.., g]
 
   DSparkLoss out;
   out.tv = (0.5 * l1).detach();

@@ -12,7 +12,10 @@ struct DSparkLossWeights {
   double l1 = 0.9;
   double bce = 1.0;
   double decay = 4.0;  // position-weight decay d
-  static DSparkLossWeights dflash() { return {1.0, 0.0, 0.0, 4.0}; }
+  // CE label: the data token x* (paper), or the target's own argmax at that position (the token
+  // greedy verification accepts; p_t is at hand for the L1 term anyway).
+  bool ce_on_target_argmax = false;
+  static DSparkLossWeights dflash() { return {1.0, 0.0, 0.0, 4.0, false}; }
 };
 
 struct DSparkLoss {
@@ -20,6 +23,15 @@ struct DSparkLoss {
   at::Tensor ce, l1, bce;     // scalars (detached), each the weighted mean of its term
   at::Tensor tv;              // [.., g] total variation 0.5 ||p_d - p_t||_1 (detached)
 };
+
+// Per position: CE of the label and the L1 distance ||softmax(logits) - target_probs||_1.
+// logits, target_probs [.., V]; labels [..] int64 in [0, V). fused: on the CPU, the row kernels
+// (kernels/ce_l1_rows) instead of LibTorch operators; both give the same values and gradients.
+struct CeL1 {
+  at::Tensor ce, l1;  // [..] float32, differentiable with respect to logits
+};
+CeL1 ce_l1_per_position(const at::Tensor& logits, const at::Tensor& target_probs, const at::Tensor& labels,
+                        bool fused);
 
 // w_k = exp(-(k-1)/decay) for k = 1..g. [g] float32.
 at::Tensor position_weights(int64_t g, double decay);

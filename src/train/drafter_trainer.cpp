@@ -43,14 +43,62 @@ struct Batch {
   int64_t tokens = 0;        // real tokens in the batch
 };
 
-Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::vector<const RegenSample*>& samples,
-                 int64_t A, int64_t max_len, std::mt19937_64& rng) {
-  torch::NoGradGuard no_grad;
-  const int64_t B = int64_t(samples.size()), g = drafter.config().block_size;
+// Target hidden states of every training sample, computed once before the first step and kept
+// in RAM as bf16 (the target is frozen, so every epoch would recompute the same rows). Per sample
+// [len, m + 1, H]: the m tapped layers, then the final post-norm hidden.
+struct HiddenCache {
+  std::vector<at::Tensor> rows;  // indexed like the training samples
+};
+
+// Target forward over `tokens` [B, T]: tapped layers [B, T, m, H] (empty in `final` mode) and the
+// final hidden [B, T, H].
+void target_hidden(Transformer& target, const DSparkDrafter& drafter, const at::Tensor& tokens, at::Tensor& layers,
+                   at::Tensor& final_hidden) {
+  std::vector<at::Tensor> layer_hidden;
+  final_hidden = target.hidden_full(tokens, drafter.taps(), &layer_hidden);
+  layers = layer_hidden.empty() ? at::Tensor() : torch::stack(layer_hidden, 2);
+}
+
+at::Tensor padded_tokens(const std::vector<const RegenSample*>& samples, int64_t max_len) {
   int64_t T = 1;
   for (auto* s : samples) T = std::max<int64_t>(T, std::min<int64_t>(max_len, int64_t(s->tokens.size())));
-  at::Tensor tokens = torch::zeros({B, T}, torch::kInt64);
+  at::Tensor tokens = torch::zeros({int64_t(samples.size()), T}, torch::kInt64);
   auto tok = tokens.accessor<int64_t, 2>();
+  for (size_t b = 0; b < samples.size(); ++b)
+    for (int64_t t = 0; t < std::min<int64_t>(T, int64_t(samples[b]->tokens.size())); ++t) tok[int64_t(b)][t] = samples[b]->tokens[size_t(t)];
+  return tokens;
+}
+
+HiddenCache build_hidden_cache(Transformer& target, const DSparkDrafter& drafter, const std::vector<RegenSample>& samples,
+                               int64_t batch_size, int64_t max_len, bool progress, const InterruptFlag& interrupted) {
+  torch::NoGradGuard no_grad;
+  HiddenCache cache;
+  cache.rows.resize(samples.size());
+  Progress bar("hidden cache", int64_t(samples.size()));
+  for (size_t i = 0; i < samples.size(); i += size_t(batch_size)) {
+    if (interrupted.raised()) fail("interrupted while caching the target's hidden states (nothing to save yet)");
+    std::vector<const RegenSample*> chunk;
+    for (size_t j = i; j < std::min(samples.size(), i + size_t(batch_size)); ++j) chunk.push_back(&samples[j]);
+    at::Tensor layers, final_hidden;
+    target_hidden(target, drafter, padded_tokens(chunk, max_len), layers, final_hidden);
+    at::Tensor all = layers.defined() ? torch::cat({layers, final_hidden.unsqueeze(2)}, 2) : final_hidden.unsqueeze(2);
+    for (size_t b = 0; b < chunk.size(); ++b) {
+      const int64_t len = std::min<int64_t>(all.size(1), int64_t(chunk[b]->tokens.size()));
+      cache.rows[i + b] = all[int64_t(b)].narrow(0, 0, len).to(torch::kBFloat16).contiguous();  // [len, m+1, H]
+    }
+    if (progress) bar.update(int64_t(std::min(samples.size(), i + size_t(batch_size))), "");
+  }
+  if (progress) bar.finish(fmt::format("{} samples", samples.size()));
+  return cache;
+}
+
+// `cached`: the samples' rows in a HiddenCache (same order as `samples`), or empty: run the target.
+Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::vector<const RegenSample*>& samples,
+                 int64_t A, int64_t max_len, std::mt19937_64& rng, const std::vector<const at::Tensor*>& cached = {}) {
+  torch::NoGradGuard no_grad;
+  const int64_t B = int64_t(samples.size()), g = drafter.config().block_size;
+  at::Tensor tokens = padded_tokens(samples, max_len);  // [B, T]
+  const int64_t T = tokens.size(1);
   Batch batch;
   std::vector<int64_t> anchors(size_t(B * A), 0), labels(size_t(B * A * g), 0), prev(size_t(B * A * g), 0);
   std::vector<uint8_t> valid(size_t(B * A * g), 0);
@@ -58,7 +106,6 @@ Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::v
     const auto& s = *samples[size_t(b)];
     const int64_t len = std::min<int64_t>(T, int64_t(s.tokens.size()));
     batch.tokens += len;
-    for (int64_t t = 0; t < len; ++t) tok[b][t] = s.tokens[size_t(t)];
     // Anchors inside the response with at least one label after them: n_prompt <= a <= len - 2.
     const int64_t lo = s.n_prompt, hi = len - 2;
     std::vector<int64_t> candidates;
@@ -85,12 +132,20 @@ Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::v
       }
     }
   }
-  const HiddenTaps taps = drafter.taps();
-  std::vector<at::Tensor> layer_hidden;
-  const at::Tensor final_hidden = target.hidden_full(tokens, taps, &layer_hidden);  // [B, T, H]
-  batch.features = drafter.config().context == ContextMode::Layers
-                       ? drafter.features_from(torch::stack(layer_hidden, 2))  // [B, T, m*H]
-                       : drafter.features_from(final_hidden);
+  at::Tensor layers, final_hidden;  // [B, T, m, H], [B, T, H]
+  if (cached.empty()) {
+    target_hidden(target, drafter, tokens, layers, final_hidden);
+  } else {
+    const at::Tensor& first = *cached[0];
+    at::Tensor all = torch::zeros({B, T, first.size(1), first.size(2)}, first.options());  // [B, T, m+1, H] bf16
+    for (int64_t b = 0; b < B; ++b) all[b].narrow(0, 0, cached[size_t(b)]->size(0)).copy_(*cached[size_t(b)]);
+    all = all.to(torch::kFloat32);
+    const int64_t m = all.size(2) - 1;
+    if (m > 0) layers = all.narrow(2, 0, m);
+    final_hidden = all.select(2, m);
+  }
+  batch.features = drafter.config().context == ContextMode::Layers ? drafter.features_from(layers)  // [B, T, m*H]
+                                                                   : drafter.features_from(final_hidden);
   auto i64 = torch::TensorOptions().dtype(torch::kInt64);
   batch.anchors = torch::tensor(anchors, i64).view({B, A});
   batch.labels = torch::tensor(labels, i64).view({B, A, g});
@@ -100,16 +155,24 @@ Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::v
   // p_t for slot k (predicting token a+k+1) is the target's distribution at position a+k.
   at::Tensor positions = (batch.anchors.unsqueeze(-1) + torch::arange(g, i64)).clamp_max(T - 1).view({B, A * g});
   at::Tensor h = final_hidden.gather(1, positions.unsqueeze(-1).expand({B, A * g, final_hidden.size(-1)}));
-  batch.target_probs = torch::softmax(target.logits_from_final_hidden(h), -1).view({B, A, g, -1});
+  batch.target_probs = torch::softmax(target.logits_from_final_hidden(h.to(target.dtype())), -1).view({B, A, g, -1});
   return batch;
 }
 
+json loss_identity(const DSparkLossWeights& w) {
+  json loss = {w.ce, w.l1, w.bce, w.decay};
+  if (w.ce_on_target_argmax) loss.push_back("ce_on_target_argmax");  // absent: runs from before the option resume
+  return loss;
+}
+
 json identity_of(const DrafterTrainOptions& o, const TargetIdentity& target, int64_t n_samples) {
-  return {{"config", to_json(o.config)}, {"target", to_json(target)}, {"samples", n_samples},
+  json id = {{"config", to_json(o.config)}, {"target", to_json(target)}, {"samples", n_samples},
           {"batch_size", o.batch_size}, {"anchors", o.anchors}, {"max_len", o.max_len}, {"lr", o.lr},
           {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay}, {"grad_clip", o.grad_clip},
-          {"seed", o.seed}, {"loss", {o.loss.ce, o.loss.l1, o.loss.bce, o.loss.decay}},
+          {"seed", o.seed}, {"loss", loss_identity(o.loss)},
           {"eval_samples", o.eval_samples}};
+  if (o.cache_hidden) id["cache_hidden"] = true;  // bf16-rounded features: part of what resumes exactly
+  return id;
 }
 
 }  // namespace
@@ -217,6 +280,10 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
     drafter.save(o.out_dir, torch::kBFloat16);
   };
   InterruptFlag interrupted;
+  // Before the speed probe, so a time budget's schedule is measured on cached steps.
+  const HiddenCache cache = o.cache_hidden ? build_hidden_cache(target, drafter, samples, o.batch_size, o.max_len,
+                                                                o.progress, interrupted)
+                                           : HiddenCache{};
   Progress progress("train", total_steps);
   progress.set_start(step);
   DrafterTrainResult result;
@@ -232,9 +299,14 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
     const double lr = warmup_cosine_lr(step, total_steps, warmup, o.lr, o.min_lr_ratio);
     for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     std::vector<const RegenSample*> chunk;
-    for (int64_t b = 0; b < o.batch_size; ++b) chunk.push_back(&samples[size_t(order.at(step * o.batch_size + b))]);
+    std::vector<const at::Tensor*> cached;
+    for (int64_t b = 0; b < o.batch_size; ++b) {
+      const size_t i = size_t(order.at(step * o.batch_size + b));
+      chunk.push_back(&samples[i]);
+      if (o.cache_hidden) cached.push_back(&cache.rows[i]);
+    }
     std::mt19937_64 rng(o.seed * 7919 + uint64_t(step));  // anchors of step s: a function of (seed, s)
-    Batch batch = make_batch(target, drafter, chunk, o.anchors, o.max_len, rng);
+    Batch batch = make_batch(target, drafter, chunk, o.anchors, o.max_len, rng, cached);
     optimizer.zero_grad();
     auto fwd = drafter.forward_train(target, batch.features, batch.anchors, batch.anchor_tokens, batch.prev_tokens);
     DSparkLoss loss = dspark_loss(fwd.logits, fwd.conf_logits, batch.target_probs, batch.labels, batch.valid, o.loss);

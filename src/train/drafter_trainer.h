@@ -43,6 +43,9 @@ struct DrafterTrainOptions {
   int64_t live_eval_prompts = 8;
   int64_t live_eval_tokens = 64;
   std::vector<int64_t> eos_ids;
+  // Keep the target's hidden states of every training sample in RAM (bf16, computed once before the
+  // first step) instead of running the target at every step: about (m + 1) * H * 2 bytes per token.
+  bool cache_hidden = false;
   bool resume = false;
   bool progress = true;
 };

@@ -82,6 +82,44 @@ TEST(DSparkLoss, TermsMatchHandComputation) {
   at::Tensor only_first = torch::tensor({{true, false}});
   DSparkLoss first = dspark_loss(logits, conf, target, labels, only_first, w);
   EXPECT_NEAR(first.ce.item<double>(), -std::log(p1[1]), 1e-5);
+  // CE on the target's argmax (token 1 at the first position, token 2 at the second) instead of the
+  // labels; the L1 and BCE terms do not change.
+  DSparkLossWeights argmax_label = w;
+  argmax_label.ce_on_target_argmax = true;
+  DSparkLoss am = dspark_loss(logits, conf, target, labels, valid, argmax_label);
+  EXPECT_NEAR(am.ce.item<double>(), (w1 * -std::log(p1[1]) + w2 * -std::log(p2[2])) / norm, 1e-5);
+  EXPECT_NEAR(am.l1.item<double>(), l1, 1e-5);
+  EXPECT_NEAR(am.bce.item<double>(), b, 1e-5);
+}
+
+TEST(DSparkLoss, FusedRowKernelsEqualLibTorchOperators) {
+  // Values and gradients of the fused CPU path against the LibTorch reference on random rows.
+  torch::manual_seed(3);
+  at::Tensor logits = torch::randn({3, 5, 301}) * 3;
+  at::Tensor target = torch::softmax(torch::randn({3, 5, 301}) * 2, -1);
+  at::Tensor labels = torch::randint(0, 301, {3, 5}, torch::kInt64);
+  at::Tensor g_ce = torch::rand({3, 5}), g_l1 = torch::rand({3, 5});
+  std::vector<at::Tensor> values, grads, l1_grads;
+  for (bool fused : {false, true}) {
+    at::Tensor z = logits.clone().requires_grad_(true);
+    CeL1 out = ce_l1_per_position(z, target, labels, fused);
+    ((out.ce * g_ce).sum() + (out.l1 * g_l1).sum()).backward();
+    values.push_back(torch::stack({out.ce, out.l1}).detach());
+    grads.push_back(z.grad());
+    at::Tensor z1 = logits.clone().requires_grad_(true);  // the L1 term alone
+    ce_l1_per_position(z1, target, labels, fused).l1.sum().backward();
+    l1_grads.push_back(z1.grad());
+  }
+  EXPECT_TRUE(torch::allclose(values[0], values[1], 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(grads[0], grads[1], 1e-4, 1e-7)) << (grads[0] - grads[1]).abs().max().item<double>();
+  EXPECT_TRUE(torch::allclose(l1_grads[0], l1_grads[1], 1e-4, 1e-7));
+  // Where p == t exactly the L1 subgradient is 0: only CE's p - onehot remains.
+  at::Tensor z = logits.select(1, 0).clone().requires_grad_(true);  // [3, 301]
+  at::Tensor same = torch::softmax(logits.select(1, 0), -1);
+  CeL1 tie = ce_l1_per_position(z, same, labels.select(1, 0), true);
+  EXPECT_LT(tie.l1.max().item<double>(), 1e-6);
+  tie.l1.sum().backward();
+  EXPECT_LT(z.grad().abs().max().item<double>(), 1e-7);
 }
 
 TEST(DSparkLoss, PositionWeightsDecay) {
@@ -314,6 +352,41 @@ TEST(DrafterTrainer, ShortRunLowersTheLossAndResumeIsExact) {
     const auto& vb = b.tensors().at(name);
     EXPECT_EQ(std::memcmp(va.data, vb.data, va.nbytes), 0) << name << " differs after resume";
   }
+}
+
+
+TEST(DrafterTrainer, HiddenCacheTrainsLikeOnlineAndResumesExactly) {
+  // --cache-hidden: the same run as the online one up to bf16 rounding of the target's hidden
+  // states, and a cached run interrupted and resumed ends bit-identical to an uninterrupted one.
+  at::set_num_threads(1);
+  auto target = testing::tiny_model("qwen3", torch::kFloat32, 3);
+  const std::string data = make_data(*target);
+  const std::string root = testing::temp_dir("drafter_train_cache");
+  auto online = train_options(data, root + "/online", 20);
+  train_drafter(*target, online);
+  auto cached = train_options(data, root + "/cached", 20);
+  cached.cache_hidden = true;
+  EXPECT_TRUE(train_drafter(*target, cached).finished);
+  auto lo = losses(online.out_dir), lc = losses(cached.out_dir);
+  ASSERT_EQ(lo.size(), lc.size());
+  for (size_t i = 0; i < lo.size(); ++i) EXPECT_NEAR(lc[i], lo[i], 0.02 * std::abs(lo[i])) << "log line " << i;
+
+  auto first = train_options(data, root + "/resumed", 20);
+  first.cache_hidden = true;
+  first.stop_at = 7;
+  EXPECT_FALSE(train_drafter(*target, first).finished);
+  auto second = first;
+  second.stop_at = 0;
+  second.resume = true;
+  EXPECT_TRUE(train_drafter(*target, second).finished);
+  auto a = io::SafetensorsFile::open(cached.out_dir + "/train/train_state.safetensors");
+  auto b = io::SafetensorsFile::open(second.out_dir + "/train/train_state.safetensors");
+  for (const auto& [name, va] : a.tensors())
+    EXPECT_EQ(std::memcmp(va.data, b.tensors().at(name).data, va.nbytes), 0) << name << " differs after resume";
+  // A cached run does not resume as an online one (its features differ in the last bits).
+  auto other = train_options(data, root + "/resumed", 20);
+  other.resume = true;
+  EXPECT_THROW(train_drafter(*target, other), Error);
 }
 
 }  // namespace
