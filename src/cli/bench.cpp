@@ -30,7 +30,7 @@ struct BenchArgs {
   int64_t max_new = 128;
   int64_t gamma = 0;
   int64_t limit = 0;
-  std::string verify;
+  std::vector<std::string> verify;  // one run of every DSpark / DFlash drafter per mode; empty: its default
   double conf_min = 0.5;
   SamplingParams sampling;
   bool json = false;
@@ -98,15 +98,20 @@ int run_bench(const BenchArgs& args) {
 
   std::vector<Method> methods;
   methods.push_back({"none", "none", nullptr});
+  const std::vector<std::string> verify_modes = args.verify.empty() ? std::vector<std::string>{""} : args.verify;
   for (const auto& dir : args.drafter_dirs) {
     auto drafter = std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(dir, target));
     if (args.gamma > drafter->config().block_size)
       fail("--gamma {} exceeds the block size {} of drafter {}", args.gamma, drafter->config().block_size, dir);
     const std::string kind = drafter->config().markov == MarkovKind::None && !drafter->config().confidence ? "dflash" : "dspark";
-    methods.push_back({dir, kind, std::make_unique<DSparkSource>(drafter, target, kind)});
-    methods.back().options.conf_min = args.conf_min;
-    prepare_verify(methods.back().options, *methods.back().setup, args.verify, target, args.model_dir, drafter.get(), dir,
-                   "", args.json);
+    // With several modes, a drafter without a confidence head runs once (fixed: the others need it).
+    const bool once = verify_modes.size() > 1 && !drafter->config().confidence;
+    for (const auto& mode : once ? std::vector<std::string>{"fixed"} : verify_modes) {
+      methods.push_back({dir, kind, std::make_unique<DSparkSource>(drafter, target, kind)});
+      methods.back().options.conf_min = args.conf_min;
+      prepare_verify(methods.back().options, *methods.back().setup, mode, target, args.model_dir, drafter.get(), dir, "",
+                     args.json);
+    }
   }
   for (const auto& kind : args.draft_kinds) {
     if (kind != "ngram") fail("unknown --draft '{}' (want ngram)", kind);
@@ -189,15 +194,15 @@ int run_bench(const BenchArgs& args) {
     return 0;
   }
   std::cout << fmt::format("{} prompts, -n {}, temperature {}\n", encoded.size(), args.max_new, o.sampling.temperature);
-  std::cout << fmt::format("{:<8} {:<34} {:>6} {:>9} {:>8}  {}\n", "method", "drafter", "tau", "tok/s", "speedup",
-                           "acceptance per position");
+  std::cout << fmt::format("{:<8} {:<34} {:<9} {:>6} {:>9} {:>8}  {}\n", "method", "drafter", "verify", "tau", "tok/s",
+                           "speedup", "acceptance per position");
   for (const auto& r : results) {
     std::string acc;
     for (double a : r["acceptance_per_position"]) acc += fmt::format("{:.2f} ", a);
     std::string label = r["drafter"].get<std::string>();
     if (label.size() > 34) label = "..." + label.substr(label.size() - 31);
-    std::cout << fmt::format("{:<8} {:<34} {:>6.2f} {:>9.1f} {:>7.2f}x  {}{}\n", r["method"].get<std::string>(), label,
-                             r["tau"].get<double>(), r["tokens_per_second"].get<double>(), r["speedup"].get<double>(), acc,
+    std::cout << fmt::format("{:<8} {:<34} {:<9} {:>6.2f} {:>9.1f} {:>7.2f}x  {}{}\n", r["method"].get<std::string>(), label,
+                             r["verify"].get<std::string>(), r["tau"].get<double>(), r["tokens_per_second"].get<double>(), r["speedup"].get<double>(), acc,
                              r.contains("outputs_match") && !r["outputs_match"].get<bool>() ? " OUTPUT MISMATCH" : "");
   }
   std::cout << "\nper verify cycle (ms): target forward | drafter (propose + commit) | acceptance | rest of the loop\n";
@@ -223,7 +228,10 @@ Command add_bench(CLI::App& root) {
   app->add_option("--draft-model", args->draft_models, "small draft LMs sharing the target's tokenizer");
   app->add_option("-n,--n-predict", args->max_new, "tokens per prompt")->capture_default_str();
   app->add_option("--gamma", args->gamma, "draft tokens per verify step (default: the drafter's block size)");
-  app->add_option("--verify", args->verify, "fixed | threshold | sts | auto (default: auto for DSpark drafters)");
+  app->add_option("--verify", args->verify,
+                  "fixed | threshold | sts | auto, or a comma list to run every drafter under each (default: auto for "
+                  "DSpark drafters)")
+      ->delimiter(',');
   app->add_option("--conf-min", args->conf_min, "threshold mode: cut drafts at the first confidence below this");
   app->add_option("--limit", args->limit, "use only the first N prompts");
   app->add_option("--temp", args->sampling.temperature, "temperature (0 = greedy)");

@@ -173,5 +173,32 @@ TEST_F(CliTest, SpeculativeBadInputIsAOneLineError) {
   EXPECT_NE(ok.out.find("\"tau\""), std::string::npos);
 }
 
+
+// bench --verify fixed,threshold: every DSpark drafter once per mode, side by side, outputs equal
+// to plain greedy decoding; an unknown mode is a one-line error.
+TEST_F(CliTest, BenchRunsEachVerifyModeSideBySide) {
+  DSparkConfig c;
+  c.block_size = 3;
+  c.width = 16;
+  c.num_layers = 1;
+  c.num_heads = 2;
+  c.head_dim = 8;
+  c.ffn_size = 16;
+  c.markov_rank = 4;
+  c.target_layers = {0};
+  auto target = Transformer::load(dir_ + "/model");
+  DSparkDrafter(c, TargetIdentity::of(*target), 1).save(dir_ + "/bench-drafter");
+  std::ofstream(dir_ + "/bench.jsonl") << "{\"prompt\": \"ab\"}\n{\"prompt\": \"cd\"}\n";
+  const std::string base = "bench -m " + dir_ + "/model --prompts " + dir_ + "/bench.jsonl -d " + dir_ + "/bench-drafter -n 6 -t 1";
+  RunResult r = run_cli(base + " --verify fixed,threshold --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto results = nlohmann::json::parse(r.out)["results"];
+  ASSERT_EQ(results.size(), 3u);  // plain, then the drafter under each mode
+  EXPECT_EQ(results[1]["verify"], "fixed");
+  EXPECT_EQ(results[2]["verify"], "threshold");
+  for (size_t i = 1; i < 3; ++i) EXPECT_TRUE(results[i]["outputs_match"].get<bool>());
+  EXPECT_TRUE(is_one_line_error(run_cli(base + " --verify fixed,sideways")));
+}
+
 }  // namespace
 }  // namespace dspark
