@@ -265,7 +265,9 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
   // schedule length (then saved, so a resumed run keeps it). Evaluations are not in the estimate.
   const bool budget = total_steps <= 0 && o.minutes > 0;
   if (total_steps <= 0 && !budget) fail("give --steps N or --minutes M");
-  constexpr int64_t kSpeedProbeSteps = 5;
+  // The probe skips the first steps: they pay one-off allocation and page-fault costs, and timing
+  // them made 50-minute budgets end after about 40.
+  constexpr int64_t kProbeSkipSteps = 2, kSpeedProbeSteps = 12;
   if (budget) total_steps = std::numeric_limits<int32_t>::max();
   int64_t warmup = o.warmup_steps >= 0 ? o.warmup_steps : budget ? 20 : std::max<int64_t>(1, total_steps * 4 / 100);
   if (have_state) warmup = saved_warmup >= 0 ? saved_warmup : warmup;
@@ -289,6 +291,7 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
   DrafterTrainResult result;
   auto last_checkpoint = Clock::now();
   const auto loop_start = Clock::now();
+  auto probe_start = loop_start;
   int64_t tokens_this_run = 0;
   double loss_sum = 0, tau_sum = 0;
   int64_t count = 0;
@@ -316,8 +319,9 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
     torch::nn::utils::clip_grad_norm_(all, o.grad_clip);
     optimizer.step();
     ++step;
+    if (budget && step == kProbeSkipSteps) probe_start = Clock::now();
     if (budget && step == kSpeedProbeSteps) {
-      const double per_step = seconds_since(loop_start) / double(kSpeedProbeSteps);
+      const double per_step = seconds_since(probe_start) / double(kSpeedProbeSteps - kProbeSkipSteps);
       total_steps = std::max<int64_t>(step + 1, int64_t((o.minutes * 60 - seconds_since(run_start)) / per_step) + step);
       if (o.eval_every <= 0) eval_every = std::max<int64_t>(1, total_steps / 5);
       progress = Progress("train", total_steps);

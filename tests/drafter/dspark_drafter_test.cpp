@@ -389,5 +389,22 @@ TEST(DrafterTrainer, HiddenCacheTrainsLikeOnlineAndResumesExactly) {
   EXPECT_THROW(train_drafter(*target, other), Error);
 }
 
+
+TEST(DrafterTrainer, TimeBudgetSetsTheScheduleFromTheMeasuredSpeed) {
+  // --minutes without --steps: the schedule length comes from the speed of the first steps and the
+  // run finishes it, in roughly the budget (loose bounds: machines are noisy).
+  at::set_num_threads(1);
+  auto target = testing::tiny_model("qwen3", torch::kFloat32, 3);
+  const std::string data = make_data(*target);
+  auto o = train_options(data, testing::temp_dir("drafter_budget") + "/run", 0);
+  o.minutes = 0.1;  // 6 s
+  o.eval_every = 1000000;  // only the final evaluation
+  DrafterTrainResult r = train_drafter(*target, o);
+  EXPECT_TRUE(r.finished);
+  EXPECT_GT(r.total_steps, 12);
+  EXPECT_GT(r.seconds, 0.4 * 6.0);
+  EXPECT_LT(r.seconds, 6.0 + 20.0);
+}
+
 }  // namespace
 }  // namespace dspark
