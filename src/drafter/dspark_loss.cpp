@@ -103,4 +103,17 @@ double tau_probabilistic(const at::Tensor& tv, const at::Tensor& valid) {
   return 1.0 + blocks.sum(-1).mean().item<double>();
 }
 
+std::vector<double> accept_rate_per_position(const at::Tensor& tv, const at::Tensor& valid) {
+  const int64_t g = tv.size(-1);
+  at::Tensor accept = (1.0 - tv.to(torch::kFloat32)) * valid.to(torch::kFloat32);
+  at::Tensor survival = torch::cumprod(accept, -1).reshape({-1, g});
+  at::Tensor blocks = valid.reshape({-1, g}).select(1, 0);
+  std::vector<double> out(size_t(g), 0.0);
+  const int64_t n = blocks.sum().item<int64_t>();
+  if (n == 0) return out;
+  at::Tensor mean = survival.index({blocks}).sum(0) / double(n);
+  for (int64_t k = 0; k < g; ++k) out[size_t(k)] = mean[k].item<double>();
+  return out;
+}
+
 }  // namespace dspark

@@ -5,6 +5,8 @@
 #pragma once
 #include <ATen/Tensor.h>
 
+#include <vector>
+
 namespace dspark {
 
 struct DSparkLossWeights {
@@ -45,5 +47,9 @@ DSparkLoss dspark_loss(const at::Tensor& logits, const at::Tensor& conf_logits, 
 // sampling when the drafter's q is proposed to a target with distribution p. tv [.., g]; positions
 // past a block's valid length count as rejected.
 double tau_probabilistic(const at::Tensor& tv, const at::Tensor& valid);
+
+// The same survival products per position k, averaged over blocks with a valid first position:
+// the expected fraction of verify steps whose k-th draft is accepted under sampling. [g] values.
+std::vector<double> accept_rate_per_position(const at::Tensor& tv, const at::Tensor& valid);
 
 }  // namespace dspark

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <limits>
 #include <random>
+#include <utility>
 
 #include "drafter/dspark_drafter.h"
 #include "io/atomic_file.h"
@@ -159,6 +160,11 @@ Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::v
   return batch;
 }
 
+std::vector<double> mean_of(std::vector<double> sums, int64_t count) {
+  for (double& v : sums) v /= double(std::max<int64_t>(1, count));
+  return sums;
+}
+
 json loss_identity(const DSparkLossWeights& w) {
   json loss = {w.ce, w.l1, w.bce, w.decay};
   if (w.ce_on_target_argmax) loss.push_back("ce_on_target_argmax");  // absent: runs from before the option resume
@@ -294,6 +300,7 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
   auto probe_start = loop_start;
   int64_t tokens_this_run = 0;
   double loss_sum = 0, tau_sum = 0;
+  std::vector<double> accept_sum;  // teacher-forced acceptance per position since the last log line
   int64_t count = 0;
   while (step < total_steps) {
     if (interrupted.raised() || (o.stop_at > 0 && step >= o.stop_at) ||
@@ -329,18 +336,24 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
     tokens_this_run += batch.tokens;
     loss_sum += loss_value;
     tau_sum += tau_probabilistic(loss.tv, batch.valid);
+    const std::vector<double> accept = accept_rate_per_position(loss.tv, batch.valid);
+    if (accept_sum.empty()) accept_sum.assign(accept.size(), 0.0);
+    for (size_t k = 0; k < accept.size(); ++k) accept_sum[k] += accept[k];
     ++count;
-    const std::string metrics = fmt::format("loss {:.4f} | tau_p {:.2f} | {:.0f} tok/s", loss_sum / count, tau_sum / count,
-                                            tokens_this_run / seconds_since(loop_start));
+    std::string accept_text, sep;
+    for (double a : accept_sum) accept_text += fmt::format("{}{:.2f}", std::exchange(sep, " "), a / double(count));
+    const std::string metrics = fmt::format("loss {:.4f} | tau_p {:.2f} | acc@k {} | {:.0f} tok/s", loss_sum / count,
+                                            tau_sum / count, accept_text, tokens_this_run / seconds_since(loop_start));
     if (o.progress) progress.update(step, metrics);
     if (step % 10 == 0 || step == total_steps) {
-      log << json{{"step", step}, {"loss", loss_sum / count}, {"tau_probabilistic", tau_sum / count}, {"lr", lr},
+      log << json{{"step", step}, {"loss", loss_sum / count}, {"tau_probabilistic", tau_sum / count}, {"accept_rate", mean_of(accept_sum, count)}, {"lr", lr},
                   {"ce", loss.ce.item<double>()}, {"l1", loss.l1.item<double>()}, {"bce", loss.bce.item<double>()}}
                  .dump()
           << "\n";
       log.flush();
       result.train_loss = loss_sum / count;
       loss_sum = tau_sum = 0;
+      std::fill(accept_sum.begin(), accept_sum.end(), 0.0);
       count = 0;
     }
     if ((step % eval_every == 0 && !(budget && step < kSpeedProbeSteps)) || step == total_steps) {

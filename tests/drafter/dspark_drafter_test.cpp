@@ -128,6 +128,14 @@ TEST(DSparkLoss, PositionWeightsDecay) {
   // tau_probabilistic: 1 + sum of survival products.
   at::Tensor tv = torch::tensor({{0.5f, 0.0f, 1.0f}});
   EXPECT_NEAR(tau_probabilistic(tv, torch::ones({1, 3}, torch::kBool)), 1 + 0.5 + 0.5 + 0.0, 1e-6);
+  // Per position, averaged over blocks whose first position is valid (the second block is not).
+  at::Tensor two = torch::tensor({{0.5f, 0.0f, 1.0f}, {0.2f, 0.2f, 0.2f}});
+  at::Tensor valid = torch::tensor({{true, true, true}, {false, false, false}});
+  const std::vector<double> acc = accept_rate_per_position(two, valid);
+  ASSERT_EQ(acc.size(), 3u);
+  EXPECT_NEAR(acc[0], 0.5, 1e-6);
+  EXPECT_NEAR(acc[1], 0.5, 1e-6);
+  EXPECT_NEAR(acc[2], 0.0, 1e-6);
 }
 
 class DrafterKinds : public ::testing::TestWithParam<std::tuple<MarkovKind, ContextMode>> {};
