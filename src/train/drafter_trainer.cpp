@@ -65,8 +65,10 @@ at::Tensor padded_tokens(const std::vector<const RegenSample*>& samples, int64_t
   for (auto* s : samples) T = std::max<int64_t>(T, std::min<int64_t>(max_len, int64_t(s->tokens.size())));
   at::Tensor tokens = torch::zeros({int64_t(samples.size()), T}, torch::kInt64);
   auto tok = tokens.accessor<int64_t, 2>();
-  for (size_t b = 0; b < samples.size(); ++b)
-    for (int64_t t = 0; t < std::min<int64_t>(T, int64_t(samples[b]->tokens.size())); ++t) tok[int64_t(b)][t] = samples[b]->tokens[size_t(t)];
+  for (size_t b = 0; b < samples.size(); ++b) {
+    const std::vector<int64_t>& ids = samples[b]->tokens;
+    for (int64_t t = 0; t < std::min<int64_t>(T, int64_t(ids.size())); ++t) tok[int64_t(b)][t] = ids[size_t(t)];
+  }
   return tokens;
 }
 
@@ -173,10 +175,9 @@ json loss_identity(const DSparkLossWeights& w) {
 
 json identity_of(const DrafterTrainOptions& o, const TargetIdentity& target, int64_t n_samples) {
   json id = {{"config", to_json(o.config)}, {"target", to_json(target)}, {"samples", n_samples},
-          {"batch_size", o.batch_size}, {"anchors", o.anchors}, {"max_len", o.max_len}, {"lr", o.lr},
-          {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay}, {"grad_clip", o.grad_clip},
-          {"seed", o.seed}, {"loss", loss_identity(o.loss)},
-          {"eval_samples", o.eval_samples}};
+             {"batch_size", o.batch_size}, {"anchors", o.anchors}, {"max_len", o.max_len}, {"lr", o.lr},
+             {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay}, {"grad_clip", o.grad_clip},
+             {"seed", o.seed}, {"loss", loss_identity(o.loss)}, {"eval_samples", o.eval_samples}};
   if (o.cache_hidden) id["cache_hidden"] = true;  // bf16-rounded features: part of what resumes exactly
   return id;
 }
