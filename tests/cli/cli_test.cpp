@@ -135,11 +135,8 @@ TEST_F(CliTest, CorruptWeightsAreAOneLineError) {
 namespace dspark {
 namespace {
 
-// Speculative-decoding bad input: one line, non-zero exit.
-TEST_F(CliTest, SpeculativeBadInputIsAOneLineError) {
-  // A drafter made for another target (same sizes, other weights).
-  RunResult other = run_cli("init-random --config " + dir_ + "/config.json --out " + dir_ + "/other --dtype f32 --seed 4");
-  ASSERT_EQ(other.exit_code, 0) << other.err;
+// A drafter small enough to build in a test for the CLI's tiny target.
+DSparkConfig small_drafter_config() {
   DSparkConfig c;
   c.block_size = 3;
   c.width = 16;
@@ -149,6 +146,15 @@ TEST_F(CliTest, SpeculativeBadInputIsAOneLineError) {
   c.ffn_size = 16;
   c.markov_rank = 4;
   c.target_layers = {0};
+  return c;
+}
+
+// Speculative-decoding bad input: one line, non-zero exit.
+TEST_F(CliTest, SpeculativeBadInputIsAOneLineError) {
+  // A drafter made for another target (same sizes, other weights).
+  RunResult other = run_cli("init-random --config " + dir_ + "/config.json --out " + dir_ + "/other --dtype f32 --seed 4");
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  const DSparkConfig c = small_drafter_config();
   auto target = Transformer::load(dir_ + "/model");
   DSparkDrafter(c, TargetIdentity::of(*target), 1).save(dir_ + "/drafter");
   EXPECT_TRUE(is_one_line_error(run_cli("generate -m " + dir_ + "/other -d " + dir_ + "/drafter -p 'x' -n 4 -t 1")));
@@ -177,15 +183,7 @@ TEST_F(CliTest, SpeculativeBadInputIsAOneLineError) {
 // bench --verify fixed,threshold: every DSpark drafter once per mode, side by side, outputs equal
 // to plain greedy decoding; an unknown mode is a one-line error.
 TEST_F(CliTest, BenchRunsEachVerifyModeSideBySide) {
-  DSparkConfig c;
-  c.block_size = 3;
-  c.width = 16;
-  c.num_layers = 1;
-  c.num_heads = 2;
-  c.head_dim = 8;
-  c.ffn_size = 16;
-  c.markov_rank = 4;
-  c.target_layers = {0};
+  const DSparkConfig c = small_drafter_config();
   auto target = Transformer::load(dir_ + "/model");
   DSparkDrafter(c, TargetIdentity::of(*target), 1).save(dir_ + "/bench-drafter");
   std::ofstream(dir_ + "/bench.jsonl") << "{\"prompt\": \"ab\"}\n{\"prompt\": \"cd\"}\n";

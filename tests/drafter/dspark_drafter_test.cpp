@@ -331,6 +331,17 @@ std::vector<double> losses(const std::string& out) {
   return v;
 }
 
+// Parameters and optimizer state of two runs are bit-identical.
+void expect_same_train_state(const std::string& run_a, const std::string& run_b) {
+  auto a = io::SafetensorsFile::open(run_a + "/train/train_state.safetensors");
+  auto b = io::SafetensorsFile::open(run_b + "/train/train_state.safetensors");
+  ASSERT_EQ(a.tensors().size(), b.tensors().size());
+  for (const auto& [name, va] : a.tensors()) {
+    const auto& vb = b.tensors().at(name);
+    EXPECT_EQ(std::memcmp(va.data, vb.data, va.nbytes), 0) << name << " differs after resume";
+  }
+}
+
 TEST(DrafterTrainer, ShortRunLowersTheLossAndResumeIsExact) {
   at::set_num_threads(1);
   auto target = testing::tiny_model("qwen3", torch::kFloat32, 3);
@@ -353,15 +364,8 @@ TEST(DrafterTrainer, ShortRunLowersTheLossAndResumeIsExact) {
   auto second = train_options(data, root + "/resumed", 40);
   second.resume = true;
   EXPECT_TRUE(train_drafter(*target, second).finished);
-  auto a = io::SafetensorsFile::open(straight.out_dir + "/train/train_state.safetensors");
-  auto b = io::SafetensorsFile::open(second.out_dir + "/train/train_state.safetensors");
-  ASSERT_EQ(a.tensors().size(), b.tensors().size());
-  for (const auto& [name, va] : a.tensors()) {
-    const auto& vb = b.tensors().at(name);
-    EXPECT_EQ(std::memcmp(va.data, vb.data, va.nbytes), 0) << name << " differs after resume";
-  }
+  expect_same_train_state(straight.out_dir, second.out_dir);
 }
-
 
 TEST(DrafterTrainer, HiddenCacheTrainsLikeOnlineAndResumesExactly) {
   // --cache-hidden: the same run as the online one up to bf16 rounding of the target's hidden
@@ -387,10 +391,7 @@ TEST(DrafterTrainer, HiddenCacheTrainsLikeOnlineAndResumesExactly) {
   second.stop_at = 0;
   second.resume = true;
   EXPECT_TRUE(train_drafter(*target, second).finished);
-  auto a = io::SafetensorsFile::open(cached.out_dir + "/train/train_state.safetensors");
-  auto b = io::SafetensorsFile::open(second.out_dir + "/train/train_state.safetensors");
-  for (const auto& [name, va] : a.tensors())
-    EXPECT_EQ(std::memcmp(va.data, b.tensors().at(name).data, va.nbytes), 0) << name << " differs after resume";
+  expect_same_train_state(cached.out_dir, second.out_dir);
   // A cached run does not resume as an online one (its features differ in the last bits).
   auto other = train_options(data, root + "/resumed", 20);
   other.resume = true;
