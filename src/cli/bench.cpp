@@ -201,8 +201,9 @@ int run_bench(const BenchArgs& args) {
     for (double a : r["acceptance_per_position"]) acc += fmt::format("{:.2f} ", a);
     std::string label = r["drafter"].get<std::string>();
     if (label.size() > 34) label = "..." + label.substr(label.size() - 31);
-    std::cout << fmt::format("{:<8} {:<34} {:<9} {:>6.2f} {:>9.1f} {:>7.2f}x  {}{}\n", r["method"].get<std::string>(), label,
-                             r["verify"].get<std::string>(), r["tau"].get<double>(), r["tokens_per_second"].get<double>(), r["speedup"].get<double>(), acc,
+    std::cout << fmt::format("{:<8} {:<34} {:<9} {:>6.2f} {:>9.1f} {:>7.2f}x  {}{}\n", r["method"].get<std::string>(),
+                             label, r["verify"].get<std::string>(), r["tau"].get<double>(),
+                             r["tokens_per_second"].get<double>(), r["speedup"].get<double>(), acc,
                              r.contains("outputs_match") && !r["outputs_match"].get<bool>() ? " OUTPUT MISMATCH" : "");
   }
   std::cout << "\nper verify cycle (ms): target forward | drafter (propose + commit) | acceptance | rest of the loop\n";

@@ -50,7 +50,7 @@ int run_train_drafter(TrainDrafterArgs args) {
   }
   if (args.ce_label != "data" && args.ce_label != "target-argmax") fail("--ce-label must be data or target-argmax");
   o.loss.ce_on_target_argmax = args.ce_label == "target-argmax";
-  if (args.loss_decay < 0) fail("--loss-decay must be > 0");
+  if (args.loss_decay < 0) fail("--loss-decay must be > 0 (0: the default, 4)");
   if (args.loss_decay > 0) o.loss.decay = args.loss_decay;
   if (o.config.target_layers.empty() && o.config.context == ContextMode::Layers)
     o.config.target_layers = DSparkConfig::dflash_layers(loaded.model->config().num_layers);
