@@ -8,14 +8,11 @@
 
 #include "cli/command.h"
 #include "cli/model_args.h"
-#include "drafter/dspark_drafter.h"
+#include "engine/drafter_factory.h"
+#include "engine/verify_setup.h"
 #include "io/atomic_file.h"
 #include "io/prompts_file.h"
-#include "spec/dspark_source.h"
-#include "spec/model_drafter.h"
-#include "spec/ngram_drafter.h"
 #include "spec/speculative.h"
-#include "cli/verify_setup.h"
 #include "util/error.h"
 
 namespace dspark::cli {
@@ -99,31 +96,24 @@ int run_bench(const BenchArgs& args) {
   std::vector<Method> methods;
   methods.push_back({"none", "none", nullptr});
   const std::vector<std::string> verify_modes = args.verify.empty() ? std::vector<std::string>{""} : args.verify;
+  const LoadOptions draft_load{args.runtime.dtype, args.runtime.device};
   for (const auto& dir : args.drafter_dirs) {
-    auto drafter = std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(dir, target));
-    if (args.gamma > drafter->config().block_size)
-      fail("--gamma {} exceeds the block size {} of drafter {}", args.gamma, drafter->config().block_size, dir);
-    const std::string kind = drafter->config().markov == MarkovKind::None && !drafter->config().confidence ? "dflash" : "dspark";
+    auto factory = std::make_shared<DrafterFactory>(DrafterChoice{dir, "", ""}, target, draft_load);
+    if (args.gamma > factory->block_size())
+      fail("--gamma {} exceeds the block size {} of drafter {}", args.gamma, factory->block_size(), dir);
     // With several modes, a drafter without a confidence head runs once (fixed: the others need it).
-    const bool once = verify_modes.size() > 1 && !drafter->config().confidence;
+    const bool once = verify_modes.size() > 1 && !factory->dspark()->config().confidence;
     for (const auto& mode : once ? std::vector<std::string>{"fixed"} : verify_modes) {
-      methods.push_back({dir, kind, std::make_unique<DSparkSource>(drafter, target, kind)});
+      methods.push_back({dir, factory->kind(), factory->make()});
       methods.back().options.conf_min = args.conf_min;
-      prepare_verify(methods.back().options, *methods.back().setup, mode, target, args.model_dir, drafter.get(), dir, "",
-                     args.json);
+      prepare_verify(methods.back().options, *methods.back().setup, mode, target, args.model_dir, factory->dspark(), dir,
+                     "", args.json);
     }
   }
-  for (const auto& kind : args.draft_kinds) {
-    if (kind != "ngram") fail("unknown --draft '{}' (want ngram)", kind);
-    methods.push_back({kind, kind, std::make_unique<NgramDrafter>()});
-  }
-  for (const auto& dir : args.draft_models) {
-    LoadOptions lo;
-    lo.dtype = args.runtime.dtype;
-    lo.device = args.runtime.device;
-    std::shared_ptr<Transformer> draft(Transformer::load(dir, lo));
-    methods.push_back({dir, "model", std::make_unique<ModelDrafter>(draft, target)});
-  }
+  for (const auto& kind : args.draft_kinds)
+    methods.push_back({kind, kind, DrafterFactory(DrafterChoice{"", kind, ""}, target).make()});
+  for (const auto& dir : args.draft_models)
+    methods.push_back({dir, "model", DrafterFactory(DrafterChoice{"", "", dir}, target, draft_load).make()});
   SpecOptions o;
   o.max_new_tokens = args.max_new;
   o.gamma = args.gamma;

@@ -5,12 +5,9 @@
 
 #include "cli/command.h"
 #include "cli/model_args.h"
-#include "drafter/dspark_drafter.h"
-#include "spec/dspark_source.h"
-#include "spec/model_drafter.h"
-#include "spec/ngram_drafter.h"
+#include "engine/drafter_factory.h"
+#include "engine/verify_setup.h"
 #include "spec/speculative.h"
-#include "cli/verify_setup.h"
 #include "util/error.h"
 
 namespace dspark::cli {
@@ -51,31 +48,12 @@ int run_generate(const GenerateArgs& args) {
     if (std::find(loaded.eos_ids.begin(), loaded.eos_ids.end(), token) != loaded.eos_ids.end()) return;
     std::cout << stream.push(TokenId(token)) << std::flush;
   };
-  std::unique_ptr<Drafter> drafter;
-  std::string drafter_label = "none";
-  if (int(!args.drafter_dir.empty()) + int(!args.draft_kind.empty()) + int(!args.draft_model_dir.empty()) > 1)
-    fail("give at most one of -d, --draft and --draft-model");
-  if (!args.draft_kind.empty()) {
-    if (args.draft_kind != "ngram") fail("unknown --draft '{}' (want ngram)", args.draft_kind);
-    drafter = std::make_unique<NgramDrafter>();
-    drafter_label = "ngram";
-  }
-  if (!args.draft_model_dir.empty()) {
-    LoadOptions lo;
-    lo.dtype = args.runtime.dtype;
-    lo.device = args.runtime.device;
-    drafter = std::make_unique<ModelDrafter>(std::shared_ptr<Transformer>(Transformer::load(args.draft_model_dir, lo)),
-                                             *loaded.model);
-    drafter_label = args.draft_model_dir;
-  }
-  if (!args.drafter_dir.empty()) drafter_label = args.drafter_dir;
-  std::shared_ptr<DSparkDrafter> dspark;
-  if (!args.drafter_dir.empty()) {
-    dspark = std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(args.drafter_dir, *loaded.model));
-    drafter = std::make_unique<DSparkSource>(dspark, *loaded.model);
-    if (args.gamma > dspark->config().block_size)
-      fail("--gamma {} exceeds the drafter's block size {}", args.gamma, dspark->config().block_size);
-  }
+  DrafterFactory factory({args.drafter_dir, args.draft_kind, args.draft_model_dir}, *loaded.model,
+                         LoadOptions{args.runtime.dtype, args.runtime.device});
+  if (factory.block_size() > 0 && args.gamma > factory.block_size())
+    fail("--gamma {} exceeds the drafter's block size {}", args.gamma, factory.block_size());
+  std::unique_ptr<Drafter> drafter = factory.make();
+  const std::string drafter_label = factory.label();
   SpecOptions spec;
   spec.max_new_tokens = args.max_new;
   spec.gamma = args.gamma;
@@ -83,7 +61,7 @@ int run_generate(const GenerateArgs& args) {
   spec.eos_ids = loaded.eos_ids;
   spec.conf_min = args.conf_min;
   VerifySetup verify_setup;
-  prepare_verify(spec, verify_setup, args.verify, *loaded.model, args.model_dir, dspark.get(), args.drafter_dir,
+  prepare_verify(spec, verify_setup, args.verify, *loaded.model, args.model_dir, factory.dspark(), args.drafter_dir,
                  args.calibration, args.json);
   SpecResult result = generate_speculative(*loaded.model, drafter.get(), prompt, spec, on_token);
   const SpecStats& stats = result.stats;

@@ -25,9 +25,15 @@ bool kernels_enabled() {
   return enabled;
 }
 
+thread_local bool row_invariant = false;
+
 }  // namespace
 
 bool cpu_fast_paths_enabled() { return kernels_enabled(); }
+
+RowInvariantScope::RowInvariantScope() : previous_(row_invariant) { row_invariant = true; }
+RowInvariantScope::~RowInvariantScope() { row_invariant = previous_; }
+bool row_invariant_active() { return row_invariant && kernels_enabled(); }
 
 // RMSNorm over the last dim in float32. Llama/Qwen: w * normed (cast back first), Gemma: normed *
 // (1 + w) in float32, then cast (the order HF uses, so bf16 results match).
@@ -37,7 +43,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, bool g
   const bool needs_grad = at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
   if (kernels_enabled() && !needs_grad && x.device().is_cpu() && w.device().is_cpu() &&
       x.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32 && x.dim() >= 1 &&
-      w.dim() == 1 && x.size(-1) == w.size(0) && x.numel() > 0 && x.numel() / x.size(-1) <= kFastNormMaxRows) {
+      w.dim() == 1 && x.size(-1) == w.size(0) && x.numel() > 0 && (row_invariant || x.numel() / x.size(-1) <= kFastNormMaxRows)) {
     const at::Tensor xc = x.contiguous(), wc = w.contiguous();
     at::Tensor y = torch::empty_like(xc);
     const int64_t n = x.size(-1), rows = x.numel() / n;
@@ -61,9 +67,10 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, bool g
   return w * normed.to(x.scalar_type());
 }
 
-// y = x w^T + b for x [..., k], w [n, k], b [n]. Few rows (decoding) on CPU with bf16/f32 weights
-// go to kernels/matmul (LibTorch 1.13 is far from the memory-bandwidth bound there); anything
-// else, and anything autograd must see, goes to at::linear. The kernel accumulates in f32 and
+// y = x w^T + b for x [..., k], w [n, k], b [n]. Few rows (decoding) on CPU with bf16/f32 weights,
+// or any number of rows under a RowInvariantScope, go to kernels/matmul (LibTorch 1.13 is far from
+// the memory-bandwidth bound there); anything else, and anything autograd must see, goes to
+// at::linear. The kernel accumulates in f32 and
 // the result is rounded once to x's dtype, as at::linear does.
 at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   const auto dtype = w.scalar_type();
@@ -75,7 +82,7 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) 
   if (kernels_enabled() && !needs_grad && x.device().is_cpu() && w.device().is_cpu() && w.dim() == 2 &&
       w.is_contiguous() && (dtype == torch::kBFloat16 || dtype == torch::kFloat32) &&
       (x.scalar_type() == dtype || mixed) && x.dim() >= 1 && x.size(-1) == k && k > 0 &&
-      x.numel() / k <= kKernelMaxRows && x.numel() > 0 && (!b.defined() || b.device().is_cpu())) {
+      (row_invariant || x.numel() / k <= kKernelMaxRows) && x.numel() > 0 && (!b.defined() || b.device().is_cpu())) {
     const int64_t rows = x.numel() / k, n = w.size(0);
     at::Tensor xf = x.reshape({rows, k}).to(torch::kFloat32).contiguous();  // [rows, k]
     at::Tensor y = torch::empty({rows, n}, x.options().dtype(torch::kFloat32));  // [rows, n]

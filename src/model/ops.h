@@ -17,6 +17,24 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b =
 // False when DSPARK_DISABLE_KERNELS=1: every operation then takes the LibTorch path (A/B checks).
 bool cpu_fast_paths_enabled();
 
+// Row-invariant numerics for cached inference (Transformer::forward): while one of these is alive
+// on a thread, the CPU fast paths (dense, rms_norm, apply_rope, cached attention) take every row
+// count, not only decode sizes. Each of them computes a row with the same instructions in the
+// same order whatever the other rows are, so a sequence's logits do not depend on the batch it
+// shares a forward with or on how its prompt was chunked: a server's greedy output equals the
+// single-request output. (LibTorch's GEMMs pick kernels and blockings by shape.)
+class RowInvariantScope {
+ public:
+  RowInvariantScope();
+  ~RowInvariantScope();
+  RowInvariantScope(const RowInvariantScope&) = delete;
+  RowInvariantScope& operator=(const RowInvariantScope&) = delete;
+
+ private:
+  bool previous_;
+};
+bool row_invariant_active();
+
 at::Tensor activation(const at::Tensor& x, Activation kind);
 at::Tensor softcap(const at::Tensor& x, double cap);  // tanh(x / cap) * cap
 

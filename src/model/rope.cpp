@@ -48,7 +48,7 @@ at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tens
   const bool needs_grad = at::GradMode::is_enabled() && x.requires_grad();
   if (!needs_grad && cpu_fast_paths_enabled() && x.device().is_cpu() && x.dim() == 3 && x.scalar_type() == torch::kFloat32 &&
       cos.scalar_type() == torch::kFloat32 && sin.scalar_type() == torch::kFloat32 && cos.dim() == 2 &&
-      cos.size(0) == x.size(0) && cos.size(1) == x.size(2) && sin.sizes() == cos.sizes() && x.size(0) <= 64 &&
+      cos.size(0) == x.size(0) && cos.size(1) == x.size(2) && sin.sizes() == cos.sizes() && (x.size(0) <= 64 || row_invariant_active()) &&
       x.size(2) % 2 == 0) {
     const at::Tensor xc = x.contiguous(), cc = cos.contiguous(), sc = sin.contiguous();
     at::Tensor y = torch::empty_like(xc);

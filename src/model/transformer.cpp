@@ -127,7 +127,7 @@ at::Tensor Transformer::attention(int64_t layer, const at::Tensor& q, const at::
       values = v.narrow(0, seg.row_begin, T).transpose(0, 1);
     }
     const int64_t S = keys.size(1);
-    if (seg.cache && T <= kFastAttentionMaxTokens && cpu_fast_paths_enabled() && q_s.scalar_type() == torch::kFloat32 &&
+    if (seg.cache && (T <= kFastAttentionMaxTokens || row_invariant_active()) && cpu_fast_paths_enabled() && q_s.scalar_type() == torch::kFloat32 &&
         q_s.device().is_cpu() && keys.scalar_type() == torch::kFloat32 && keys.stride(2) == 1 &&
         keys.stride(1) == D && values.strides() == keys.strides() && !(at::GradMode::is_enabled() && q_s.requires_grad())) {
       // Decoding: one fused pass over the cache (kernels/attention) instead of ~20 operators.
@@ -206,6 +206,7 @@ at::Tensor Transformer::run_layers(at::Tensor x, const at::Tensor& positions,
 
 std::vector<ChunkOutput> Transformer::forward(std::vector<SequenceChunk>& chunks, const HiddenTaps& taps) {
   torch::NoGradGuard no_grad;
+  RowInvariantScope row_invariant;  // batch-independent results per sequence (model/ops.h)
   const ModelConfig& c = config_;
   for (int64_t layer : taps.layers)
     if (layer < 0 || layer >= c.num_layers)

@@ -17,22 +17,32 @@ namespace dspark {
 class Transformer;
 
 struct SpsProfile {
-  std::vector<double> steps_per_second;  // [B-1] for B = 1..max
+  std::vector<double> steps_per_second;  // [B-1] for B = 1..max: one sequence of B tokens
+  // Batched forwards (server): batch[R-2][t-1] = SPS of R sequences of t tokens each (B = R t),
+  // for R = 2..max_batch. Empty when only one sequence was measured.
+  std::vector<std::vector<double>> batch;
   std::string model_fingerprint;         // which model it was measured for
   std::string device, dtype;
   int64_t threads = 0;
-  double sps(int64_t tokens) const;      // beyond the table: extrapolated as constant cost per token
+  // SPS of one forward of `requests` sequences with `tokens` tokens in all (>= requests). Between
+  // measured points the step time is interpolated linearly in B; beyond the table it grows as the
+  // last measured cost per token; more requests than measured use the largest measured batch.
+  double sps(int64_t tokens, int64_t requests = 1) const;
+  int64_t max_batch() const { return 1 + int64_t(batch.size()); }
 };
 
-// Measures SPS(B) for B = 1..max_tokens after `context` tokens, median of `repeats`, sizes interleaved.
-SpsProfile measure_sps(Transformer& model, int64_t max_tokens, int64_t context, int64_t repeats);
+// Measures SPS(B) for B = 1..max_tokens after `context` tokens, median of `repeats`, sizes
+// interleaved; with max_batch > 1 also R = 2..max_batch sequences of 1..max_tokens tokens each.
+SpsProfile measure_sps(Transformer& model, int64_t max_tokens, int64_t context, int64_t repeats,
+                       int64_t max_batch = 1);
 void save_sps_profile(const std::string& path, const SpsProfile& profile);
 // Throws dspark::Error if the file is malformed or was measured for another model.
 SpsProfile load_sps_profile(const std::string& path, const std::string& model_fingerprint);
 // A model's identity for profile files: config sizes + embedding fingerprint.
 std::string model_fingerprint(Transformer& model);
 
-// survival[r][j] = a_{r,j+1}, non-increasing in j. Returns l_r for every request.
+// survival[r][j] = a_{r,j+1}, non-increasing in j. Returns l_r for every request. With R > 1
+// requests the throughput is SPS(R, B) (one batched forward verifies all of them).
 // early_stop = false is the retrospective global search (for tests and comparisons only).
 std::vector<int64_t> schedule_verify_lengths(const std::vector<std::vector<double>>& survival, const SpsProfile& sps,
                                              bool early_stop = true);

@@ -1,16 +1,16 @@
-#include "cli/verify_setup.h"
+#include "engine/verify_setup.h"
 
 #include <filesystem>
 #include <iostream>
 
 #include "util/error.h"
 
-namespace dspark::cli {
+namespace dspark {
 namespace fs = std::filesystem;
 
 void prepare_verify(SpecOptions& o, VerifySetup& setup, const std::string& mode, Transformer& target,
                     const std::string& model_dir, const DSparkDrafter* drafter, const std::string& drafter_dir,
-                    const std::string& calibration_path, bool quiet) {
+                    const std::string& calibration_path, bool quiet, int64_t max_batch) {
   const bool has_conf = drafter && drafter->config().confidence;
   o.verify = mode.empty() ? (has_conf ? VerifyMode::Auto : VerifyMode::Fixed) : parse_verify_mode(mode);
   if (o.verify == VerifyMode::Fixed) return;
@@ -32,11 +32,15 @@ void prepare_verify(SpecOptions& o, VerifySetup& setup, const std::string& mode,
   const int64_t needed = drafter->config().block_size + 1;
   if (fs::exists(profile)) {
     setup.sps = std::make_unique<SpsProfile>(load_sps_profile(profile.string(), fingerprint));
-    if (int64_t(setup.sps->steps_per_second.size()) < needed) setup.sps.reset();
+    bool covers = int64_t(setup.sps->steps_per_second.size()) >= needed && setup.sps->max_batch() >= max_batch;
+    for (const auto& row : setup.sps->batch) covers = covers && int64_t(row.size()) >= needed;
+    if (!covers) setup.sps.reset();
   }
   if (!setup.sps) {
-    if (!quiet) std::cerr << "measuring SPS(B) for B = 1.." << needed << " (dspark profile)...\n";
-    setup.sps = std::make_unique<SpsProfile>(measure_sps(target, needed, 64, 5));
+    if (!quiet)
+      std::cerr << "measuring SPS(B) for B = 1.." << needed << (max_batch > 1 ? fmt::format(" x batch 1..{}", max_batch) : "")
+                << " (dspark profile)...\n";
+    setup.sps = std::make_unique<SpsProfile>(measure_sps(target, needed, 64, 5, max_batch));
     try {
       save_sps_profile(profile.string(), *setup.sps);
     } catch (const Error&) {
@@ -46,4 +50,4 @@ void prepare_verify(SpecOptions& o, VerifySetup& setup, const std::string& mode,
   o.sps = setup.sps.get();
 }
 
-}  // namespace dspark::cli
+}  // namespace dspark

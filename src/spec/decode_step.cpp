@@ -1,0 +1,77 @@
+#include "spec/decode_step.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "spec/scheduler.h"
+#include "util/error.h"
+
+namespace dspark {
+
+StepReport decode_step(Transformer& target, const std::vector<SpecSequence*>& sequences, const StepOptions& options) {
+  torch::NoGradGuard no_grad;
+  StepReport report;
+  std::vector<SpecSequence*> prefilling, decoding;
+  for (SpecSequence* s : sequences) {
+    if (s->done()) continue;
+    (s->phase() == SpecSequence::Phase::Prefill ? prefilling : decoding).push_back(s);
+  }
+  // Drafts first (each drafter on its own), then one schedule for all auto-mode sequences.
+  std::vector<SpecSequence*> scheduled;
+  for (SpecSequence* s : decoding) {
+    s->draft();
+    if (s->wants_schedule()) scheduled.push_back(s);
+  }
+  if (!scheduled.empty()) {
+    std::vector<std::vector<double>> survival;
+    for (SpecSequence* s : scheduled) survival.push_back(s->survival());
+    const std::vector<int64_t> lengths = schedule_verify_lengths(survival, *scheduled[0]->options().sps);
+    for (size_t i = 0; i < scheduled.size(); ++i) scheduled[i]->set_verify_length(lengths[i]);
+  }
+
+  std::vector<SequenceChunk> chunks;
+  std::vector<SpecSequence*> owners;  // chunks[i] belongs to owners[i]; the first report.decode_sequences verify
+  HiddenTaps taps;
+  bool taps_set = false;
+  auto add = [&](SpecSequence* s, SequenceChunk chunk) {
+    const HiddenTaps t = s->taps();
+    if (!taps_set) {
+      taps = t;
+      taps_set = true;
+    } else if (t.layers != taps.layers || t.final_hidden != taps.final_hidden) {
+      fail("decode_step: sequences with different drafter taps cannot share a forward");
+    }
+    chunks.push_back(std::move(chunk));
+    owners.push_back(s);
+  };
+  for (SpecSequence* s : decoding) {
+    add(s, s->verify_chunk());
+    report.verify_tokens += int64_t(chunks.back().tokens.size());
+  }
+  report.decode_sequences = int64_t(decoding.size());
+  for (SpecSequence* s : prefilling) {
+    int64_t n = options.prefill_chunk;  // <= 0: the whole rest of the prompt
+    if (options.prefill_budget > 0) {
+      const int64_t room = options.prefill_budget - report.prefill_tokens;
+      if (room <= 0) break;  // the first prefill chunk always fits: room = budget
+      n = n > 0 ? std::min(n, room) : room;
+    }
+    add(s, s->prefill_chunk(n));
+    report.prefill_tokens += int64_t(chunks.back().tokens.size());
+  }
+  if (chunks.empty()) return report;
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<ChunkOutput> outputs = target.forward(chunks, taps);
+  report.forward_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (size_t i = 0; i < owners.size(); ++i) {
+    if (int64_t(i) < report.decode_sequences)
+      owners[i]->finish_verify(outputs[i], report.forward_seconds);
+    else
+      owners[i]->finish_prefill_chunk(outputs[i], report.forward_seconds);
+  }
+  return report;
+}
+
+}  // namespace dspark
