@@ -248,7 +248,7 @@ Value dict_method(const Value& dict, const std::string& name, const CallArgs& ca
     } else if (name == "values") {
       out.push_back(value);
     } else {
-      out.emplace_back(List{Value(key), value});
+      out.push_back(Value::tuple(List{Value(key), value}));
     }
   }
   return out;

@@ -231,7 +231,7 @@ class Parser {
     Expr tuple{.kind = Expr::Kind::kTuple, .offset = offset};
     tuple.items.push_back(first);
     while (skip_operator(",")) {
-      if (peek().kind == K::kBlockEnd || peek().kind == K::kVarEnd) break;
+      if (peek().kind == K::kBlockEnd || peek().kind == K::kVarEnd || at_operator(")")) break;
       tuple.items.push_back(with_conditional ? parse_expression() : parse_or());
     }
     return make(std::move(tuple));
@@ -256,23 +256,20 @@ class Parser {
     return make(std::move(expr));
   }
 
-  ExprPtr parse_or() {
-    ExprPtr left = parse_and();
-    while (at_name("or")) {
-      const size_t offset = next().offset;
-      left = binary("or", offset, left, parse_and());
+  // One left-associative level of binary operators: operand (op operand)*.
+  ExprPtr parse_binary_level(ExprPtr (Parser::*operand)(),
+                             std::initializer_list<std::string_view> ops) {
+    ExprPtr left = (this->*operand)();
+    while ((peek().kind == K::kOperator || peek().kind == K::kName) &&
+           std::find(ops.begin(), ops.end(), peek().text) != ops.end()) {
+      const Token& op = next();
+      left = binary(op.text, op.offset, left, (this->*operand)());
     }
     return left;
   }
 
-  ExprPtr parse_and() {
-    ExprPtr left = parse_not();
-    while (at_name("and")) {
-      const size_t offset = next().offset;
-      left = binary("and", offset, left, parse_not());
-    }
-    return left;
-  }
+  ExprPtr parse_or() { return parse_binary_level(&Parser::parse_and, {"or"}); }
+  ExprPtr parse_and() { return parse_binary_level(&Parser::parse_not, {"and"}); }
 
   ExprPtr parse_not() {
     if (at_name("not")) {
@@ -310,41 +307,13 @@ class Parser {
     return compare.ops.empty() ? first : make(std::move(compare));
   }
 
-  ExprPtr parse_math1() {
-    ExprPtr left = parse_concat();
-    while (at_operator("+") || at_operator("-")) {
-      const Token& op = next();
-      left = binary(op.text, op.offset, left, parse_concat());
-    }
-    return left;
-  }
-
-  ExprPtr parse_concat() {
-    ExprPtr left = parse_math2();
-    while (at_operator("~")) {
-      const size_t offset = next().offset;
-      left = binary("~", offset, left, parse_math2());
-    }
-    return left;
-  }
-
+  ExprPtr parse_math1() { return parse_binary_level(&Parser::parse_concat, {"+", "-"}); }
+  ExprPtr parse_concat() { return parse_binary_level(&Parser::parse_math2, {"~"}); }
   ExprPtr parse_math2() {
-    ExprPtr left = parse_pow();
-    while (at_operator("*") || at_operator("/") || at_operator("//") || at_operator("%")) {
-      const Token& op = next();
-      left = binary(op.text, op.offset, left, parse_pow());
-    }
-    return left;
+    return parse_binary_level(&Parser::parse_pow, {"*", "/", "//", "%"});
   }
-
-  ExprPtr parse_pow() {
-    ExprPtr left = parse_unary(true);
-    while (at_operator("**")) {
-      const size_t offset = next().offset;
-      left = binary("**", offset, left, parse_unary(true));
-    }
-    return left;
-  }
+  ExprPtr parse_pow() { return parse_binary_level(&Parser::parse_filtered_unary, {"**"}); }
+  ExprPtr parse_filtered_unary() { return parse_unary(true); }
 
   ExprPtr parse_unary(bool with_filter) {
     ExprPtr node;

@@ -309,7 +309,7 @@ class Renderer {
       case Kind::kTuple: {
         List list;
         for (const auto& item : expr.items) list.push_back(eval(*item));
-        return list;
+        return expr.kind == Kind::kTuple ? Value::tuple(std::move(list)) : Value(std::move(list));
       }
       case Kind::kDict: {
         Dict dict;

@@ -34,6 +34,12 @@ Value Value::make_namespace(Dict attributes) {
   return v;
 }
 
+Value Value::tuple(List items) {
+  Value v(std::move(items));
+  v.bool_ = true;
+  return v;
+}
+
 Value Value::function(std::string name, Function fn) {
   Value v;
   v.type_ = Type::kFunction;
@@ -234,8 +240,9 @@ std::string Value::repr() const {
     case Type::kFloat: return python_float(float_);
     case Type::kString: return python_string_repr(*string_);
     case Type::kList: {
-      std::string out = "[";
+      std::string out = bool_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) out += (i ? ", " : "") + (*list_)[i].repr();
+      if (bool_) return out + (list_->size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Type::kDict:

@@ -60,6 +60,8 @@ class Value {
   // The mutable attribute bag of `namespace(...)`: copies share it, so `set ns.x = ...` inside a
   // loop is seen after the loop.
   static Value make_namespace(Dict attributes);
+  // A list that prints as a Python tuple, "(1, 2)": what `a, b` literals and dict.items() give.
+  static Value tuple(List items);
   static Value function(std::string name, Function fn);
   static Value from_json(const nlohmann::json& json);
 
@@ -101,7 +103,7 @@ class Value {
 
  private:
   Type type_ = Type::kUndefined;
-  bool bool_ = false;
+  bool bool_ = false;  // for lists: printed as a tuple
   int64_t int_ = 0;
   double float_ = 0;
   std::shared_ptr<const std::string> string_;  // string, function name or undefined hint

@@ -149,6 +149,8 @@ TEST(JinjaSubset, ExpressionsAndOperators) {
   EXPECT_EQ(render("{{ 0 or 'fallback' }} {{ 'a' and 'b' }} {{ not none }}"), "fallback b True");
   EXPECT_EQ(render("{{ [1, 'a', none, true] }} {{ {'k': 'v'} }} {{ 1.5e20 }} {{ 0.0001 }}"),
             "[1, 'a', None, True] {'k': 'v'} 1.5e+20 0.0001");
+  EXPECT_EQ(render("{{ (1, 'a') }} {{ (1,) }} {{ {'k': 1}.items() | list }}"),
+            "(1, 'a') (1,) [('k', 1)]");
   EXPECT_EQ(render("{{ 'a' 'b' }}{{ \"\\n\" == '\\n' }}"), "abTrue");
 }
 
