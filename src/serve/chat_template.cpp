@@ -39,8 +39,9 @@ jinja::Dict transformers_globals() {
                          std::tm local{};
                          localtime_r(&now, &local);
                          char buffer[256];
-                         const size_t n = std::strftime(buffer, sizeof buffer,
-                                                        args.positional[0].as_string().c_str(), &local);
+                         const std::string& format = args.positional[0].as_string();
+                         const size_t n =
+                             std::strftime(buffer, sizeof buffer, format.c_str(), &local);
                          return jinja::Value(std::string(buffer, n));
                        }));
   return globals;
@@ -132,7 +133,9 @@ ModelChatTemplate load_chat_template(const std::string& model_dir) {
             has_template = true;
           }
         }
-        if (!has_template) fail("{}: chat_template list has no entry named \"default\"", config_file);
+        if (!has_template) {
+          fail("{}: chat_template list has no entry named \"default\"", config_file);
+        }
       } else {
         fail("{}: chat_template must be a string or a list of {{name, template}}", config_file);
       }

@@ -26,7 +26,9 @@ class Arguments {
     for (const auto& [key, value] : args.keyword) {
       const auto it = std::find_if(params.begin(), params.end(),
                                    [&](const char* p) { return key == p; });
-      if (it == params.end()) eval_fail("{}() got an unexpected keyword argument '{}'", callee, key);
+      if (it == params.end()) {
+        eval_fail("{}() got an unexpected keyword argument '{}'", callee, key);
+      }
       auto& slot = values_[static_cast<size_t>(it - params.begin())];
       if (slot) eval_fail("{}() got multiple values for argument '{}'", callee, key);
       slot = value;
@@ -199,8 +201,9 @@ Value string_method(const std::string& s, const std::string& name, const CallArg
   }
   if (name == "replace") {
     const Arguments args(name, call, {"old", "new", "count"});
-    return replace(s, require_string(args.get(0, name), name), require_string(args.get(1, name), name),
-                   require_int(args.get_or(2, -1), name));
+    const std::string& old = require_string(args.get(0, name), name);
+    const std::string& with = require_string(args.get(1, name), name);
+    return replace(s, old, with, require_int(args.get_or(2, -1), name));
   }
   if (name == "find" || name == "count") {
     const Arguments args(name, call, {"sub"});
@@ -264,7 +267,7 @@ Value attribute_of(const Value& v, const std::string& attribute) {
 
 // The items selectattr/rejectattr/select/reject keep.
 Value select_items(const Value& input, const CallArgs& call, bool by_attribute, bool keep) {
-  if (call.positional.size() < (by_attribute ? 1u : 0u)) eval_fail("selectattr() needs an attribute");
+  if (by_attribute && call.positional.empty()) eval_fail("selectattr() needs an attribute");
   const std::string attribute =
       by_attribute ? require_string(call.positional[0], "selectattr") : std::string();
   const size_t test_at = by_attribute ? 1 : 0;
@@ -278,7 +281,8 @@ Value select_items(const Value& input, const CallArgs& call, bool by_attribute, 
   List out;
   for (const auto& item : iterate(input)) {
     const Value subject = by_attribute ? attribute_of(item, attribute) : item;
-    const bool passed = test_name.empty() ? subject.truthy() : apply_test(test_name, subject, test_args);
+    const bool passed =
+        test_name.empty() ? subject.truthy() : apply_test(test_name, subject, test_args);
     if (passed == keep) out.push_back(item);
   }
   return out;
@@ -348,7 +352,8 @@ Value find_method(const Value& object, const std::string& name) {
       "rstrip", "split", "startswith", "strip", "title", "upper"};
   static const char* const kDictMethods[] = {"get", "items", "keys", "values"};
   const auto listed = [&](const auto& names) {
-    return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return name == n; });
+    return std::any_of(std::begin(names), std::end(names),
+                       [&](const char* n) { return name == n; });
   };
   if (object.is_string() && listed(kStringMethods)) {
     return Value::function("str." + name, [s = object.as_string(), name](const CallArgs& args) {
@@ -360,13 +365,15 @@ Value find_method(const Value& object, const std::string& name) {
       return dict_method(object, name, args);
     });
   }
-  return Value::undefined(fmt::format("'{}' object has no attribute '{}'", object.type_name(), name));
+  return Value::undefined(
+      fmt::format("'{}' object has no attribute '{}'", object.type_name(), name));
 }
 
 Value apply_filter(const std::string& name, const Value& input, const CallArgs& call) {
   if (name == "default" || name == "d") {
     const Arguments args(name, call, {"default_value", "boolean"});
-    const bool use_default = args.get_or(1, false).truthy() ? !input.truthy() : input.is_undefined();
+    const bool use_default =
+        args.get_or(1, false).truthy() ? !input.truthy() : input.is_undefined();
     return use_default ? args.get_or(0, "") : input;
   }
   if (name == "tojson") {
@@ -393,8 +400,9 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
   }
   if (name == "replace") {
     const Arguments args(name, call, {"old", "new", "count"});
+    const Value count = args.get_or(2, Value::none());
     return replace(input.to_string(), args.get(0, name).to_string(), args.get(1, name).to_string(),
-                   args.get_or(2, Value::none()).is_none() ? -1 : require_int(args.get(2, name), name));
+                   count.is_none() ? -1 : require_int(count, name));
   }
   if (name == "map") {
     const Arguments args(name, call, {"attribute", "default"});
@@ -409,7 +417,9 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
   if (name == "selectattr" || name == "rejectattr") {
     return select_items(input, call, true, name == "selectattr");
   }
-  if (name == "select" || name == "reject") return select_items(input, call, false, name == "select");
+  if (name == "select" || name == "reject") {
+    return select_items(input, call, false, name == "select");
+  }
   if (name == "int" || name == "float") {
     const Arguments args(name, call, {"default"});
     const bool to_int = name == "int";
@@ -502,8 +512,9 @@ bool apply_test(const std::string& name, const Value& input, const CallArgs& cal
     } else {
       eval_fail("'{}' not supported between {} and {}", name, input.type_name(), other.type_name());
     }
-    if (name[0] == 'l' || name[0] == '<') return name.size() == 1 || name == "lt" ? order < 0 : order <= 0;
-    return name.size() == 1 || name == "gt" ? order > 0 : order >= 0;
+    const bool strict = name.size() == 1 || name == "lt" || name == "gt";
+    if (name[0] == 'l' || name[0] == '<') return strict ? order < 0 : order <= 0;
+    return strict ? order > 0 : order >= 0;
   }
   if (!call.positional.empty() || !call.keyword.empty()) {
     eval_fail("test '{}' takes no arguments", name);
@@ -519,10 +530,14 @@ bool apply_test(const std::string& name, const Value& input, const CallArgs& cal
   if (name == "number") return input.is_number() || input.type() == T::kBool;
   if (name == "string") return input.is_string();
   if (name == "mapping") return input.is_dict();
-  if (name == "iterable") return input.is_string() || input.is_list() || input.is_dict() || input.is_undefined();
+  if (name == "iterable") {
+    return input.is_string() || input.is_list() || input.is_dict() || input.is_undefined();
+  }
   if (name == "sequence") return input.is_string() || input.is_list() || input.is_dict();
   if (name == "callable") return input.is_function();
-  if (name == "odd" || name == "even") return (require_int(input, name) % 2 != 0) == (name == "odd");
+  if (name == "odd" || name == "even") {
+    return (require_int(input, name) % 2 != 0) == (name == "odd");
+  }
   if (name == "lower") return input.is_string() && lower(input.as_string()) == input.as_string();
   if (name == "upper") return input.is_string() && upper(input.as_string()) == input.as_string();
   eval_fail("unknown test '{}'", name);

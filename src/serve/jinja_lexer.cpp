@@ -32,7 +32,8 @@ class Lexer {
     bool line_start = true;  // the text about to be read begins a line (lstrip_blocks)
     while (pos_ < src_.size()) {
       const size_t tag = find_tag(pos_);
-      std::string text = src_.substr(pos_, tag == std::string::npos ? std::string::npos : tag - pos_);
+      std::string text =
+          src_.substr(pos_, tag == std::string::npos ? std::string::npos : tag - pos_);
       if (tag == std::string::npos) {
         emit_text(std::move(text), pos_);
         break;

@@ -95,7 +95,9 @@ class Parser {
         case K::kEnd:
           if (stop.size() != 0) {
             std::string wanted;
-            for (const auto s : stop) wanted += (wanted.empty() ? "'" : " or '") + std::string(s) + "'";
+            for (const auto s : stop) {
+              wanted += (wanted.empty() ? "'" : " or '") + std::string(s) + "'";
+            }
             error_at(opened_at, fmt::format("unclosed '{}' block (expected {} before the end of "
                                             "the template)", opener, wanted));
           }
@@ -404,11 +406,13 @@ class Parser {
         const size_t offset = next().offset;
         if (peek().kind == K::kInt) {  // x.0 is x[0]
           Expr subscript{.kind = Expr::Kind::kSubscript, .offset = offset};
-          subscript.items = {node, literal(Value(static_cast<int64_t>(std::stoll(next().text))), offset)};
+          const auto index = static_cast<int64_t>(std::stoll(next().text));
+          subscript.items = {node, literal(Value(index), offset)};
           node = make(std::move(subscript));
           continue;
         }
-        Expr attribute{.kind = Expr::Kind::kAttribute, .offset = offset, .name = expect_identifier()};
+        Expr attribute{.kind = Expr::Kind::kAttribute, .offset = offset,
+                       .name = expect_identifier()};
         attribute.items.push_back(node);
         node = make(std::move(attribute));
       } else if (at_operator("[")) {

@@ -52,9 +52,11 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
   const bool ints = (a.type() == Value::Type::kInt || a.type() == Value::Type::kBool) &&
                     (b.type() == Value::Type::kInt || b.type() == Value::Type::kBool);
   if (is_numeric(a) && is_numeric(b)) {
-    if (op == "+") return ints ? Value(a.as_int() + b.as_int()) : Value(a.as_float() + b.as_float());
-    if (op == "-") return ints ? Value(a.as_int() - b.as_int()) : Value(a.as_float() - b.as_float());
-    if (op == "*") return ints ? Value(a.as_int() * b.as_int()) : Value(a.as_float() * b.as_float());
+    const int64_t i = a.as_int(), j = b.as_int();
+    const double x = a.as_float(), y = b.as_float();
+    if (op == "+") return ints ? Value(i + j) : Value(x + y);
+    if (op == "-") return ints ? Value(i - j) : Value(x - y);
+    if (op == "*") return ints ? Value(i * j) : Value(x * y);
     if (op == "**") {
       if (ints && b.as_int() >= 0) {
         int64_t result = 1;
@@ -97,7 +99,9 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
       return out;
     }
     List out;
-    for (int64_t i = 0; i < a.as_int(); ++i) out.insert(out.end(), b.as_list().begin(), b.as_list().end());
+    for (int64_t i = 0; i < a.as_int(); ++i) {
+      out.insert(out.end(), b.as_list().begin(), b.as_list().end());
+    }
     return out;
   }
   if (op == "%" && a.is_string()) eval_fail("printf-style string formatting is not supported");
@@ -317,8 +321,9 @@ class Renderer {
           const Value key = eval(*expr.keys[i]);
           if (!key.is_string()) eval_fail("dict keys must be strings, got {}", key.type_name());
           Value value = eval(*expr.items[i]);
-          const auto it = std::find_if(dict.begin(), dict.end(),
-                                       [&](const auto& entry) { return entry.first == key.as_string(); });
+          const auto it = std::find_if(dict.begin(), dict.end(), [&](const auto& entry) {
+            return entry.first == key.as_string();
+          });
           if (it != dict.end()) {
             it->second = std::move(value);
           } else {
@@ -388,7 +393,8 @@ class Renderer {
       const Value* found = object.find(name);
       if (found) return *found;
     }
-    return Value::undefined(fmt::format("'{}' object has no attribute '{}'", object.type_name(), name));
+    return Value::undefined(
+        fmt::format("'{}' object has no attribute '{}'", object.type_name(), name));
   }
 
   // jinja2's getitem: the item first, then an attribute of that name.
@@ -406,15 +412,19 @@ class Renderer {
         if (object.is_list()) return object.as_list()[static_cast<size_t>(i)];
         return code_points(object.as_string())[static_cast<size_t>(i)];
       }
-      return Value::undefined(fmt::format("{} object has no element {}", object.type_name(), key.as_int()));
+      return Value::undefined(
+          fmt::format("{} object has no element {}", object.type_name(), key.as_int()));
     }
     if (key.is_string()) return get_attribute(object, key.as_string());
-    return Value::undefined(fmt::format("'{}' object has no element {}", object.type_name(), key.repr()));
+    return Value::undefined(
+        fmt::format("'{}' object has no element {}", object.type_name(), key.repr()));
   }
 
   Value get_slice(const Expr& expr) {
     const Value object = eval(*expr.items[0]);
-    const auto bound = [&](size_t i) { return expr.items[i] ? eval(*expr.items[i]) : Value::none(); };
+    const auto bound = [&](size_t i) {
+      return expr.items[i] ? eval(*expr.items[i]) : Value::none();
+    };
     const Value start = bound(1), stop = bound(2), step = bound(3);
     if (object.is_undefined()) fail_undefined(object);
     if (object.is_list()) {

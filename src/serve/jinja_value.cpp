@@ -95,7 +95,8 @@ std::string python_float(double d) {
   if (std::isnan(d)) return "nan";
   if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
   char buffer[64];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, d, std::chars_format::scientific);
+  const auto result =
+      std::to_chars(buffer, buffer + sizeof buffer, d, std::chars_format::scientific);
   std::string sci(buffer, result.ptr);  // e.g. "-1.2345e+02"
   const bool negative = sci[0] == '-';
   if (negative) sci.erase(0, 1);
