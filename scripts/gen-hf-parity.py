@@ -55,14 +55,20 @@ def common(**overrides):
 
 
 # name -> (config class, config kwargs). Every supported architecture and the options that change
-# the computation: q/k norms, q/k/v biases, llama3 RoPE scaling, tied embeddings, Gemma's softcaps,
+# the computation: q/k norms, q/k/v biases, linear and llama3 RoPE scaling, tied embeddings, Gemma's softcaps,
 # sandwich norms, query_pre_attn_scalar, sliding windows and a separate local RoPE theta.
 MODELS = {
     "qwen3": (transformers.Qwen3Config, common(rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
     "qwen2": (
         transformers.Qwen2Config,
-        # Layer 0 full, layer 1 sliding (from max_window_layers on), as Qwen2's config allows.
-        common(use_sliding_window=True, sliding_window=8, max_window_layers=1),
+        # Layer 0 full, layer 1 sliding (from max_window_layers on), as Qwen2's config allows;
+        # linear RoPE scaling, which applies to both kinds of layer.
+        common(
+            use_sliding_window=True,
+            sliding_window=8,
+            max_window_layers=1,
+            rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0},
+        ),
     ),
     "llama3": (
         transformers.LlamaConfig,
