@@ -36,7 +36,7 @@ struct ModelConfig {
 
   double rope_theta = 10000.0;        // global (full-attention) layers
   double rope_local_theta = 10000.0;  // sliding-window layers (Gemma3's rope_local_base_freq)
-  RopeScaling rope_scaling;           // applies to global layers only (as Gemma3 does)
+  RopeScaling rope_scaling;           // all layers; Gemma3: global layers only
 
   bool tie_word_embeddings = false;
   bool qkv_bias = false;         // Qwen2
