@@ -72,6 +72,7 @@ int64_t ModelConfig::parameter_count() const {
                       + 3 * H * intermediate_size                   // gate, up, down
                       + 2 * H;                                      // input + post-attn norms
   if (qkv_bias) per_layer += q_dim() + 2 * kv_dim();
+  if (o_bias) per_layer += H;
   if (qk_norm) per_layer += 2 * head_dim;
   if (sandwich_norm) per_layer += 2 * H;
   int64_t total = num_layers * per_layer + vocab_size * H + H;
@@ -159,7 +160,11 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     }
   }
 
+  // attention_bias biases q, k, v and o (HF's Llama, Qwen3, Gemma); Qwen2 always biases q, k, v
+  // and never o.
   c.qkv_bias = c.arch == Architecture::Qwen2 || value_or<bool>(j, "attention_bias", false);
+  c.o_bias = c.arch != Architecture::Qwen2 && value_or<bool>(j, "attention_bias", false);
+  if (value_or<bool>(j, "mlp_bias", false)) fail("{}: mlp_bias = true is not supported", source);
   c.qk_norm = c.arch == Architecture::Qwen3 || c.arch == Architecture::Gemma3;
   c.gemma_norm = gemma;
   c.scale_embeddings = gemma;

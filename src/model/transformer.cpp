@@ -189,7 +189,7 @@ at::Tensor Transformer::run_layers(at::Tensor x, const at::Tensor& positions,
     const bool local = c.layer_is_sliding[l];
     q = apply_rope(q, local ? cos_l : cos_g, local ? sin_l : sin_g);
     k = apply_rope(k, local ? cos_l : cos_g, local ? sin_l : sin_g);
-    at::Tensor attn = dense(attention(l, q, k, v, segments), w.o_proj);
+    at::Tensor attn = dense(attention(l, q, k, v, segments), w.o_proj, w.o_bias);
     if (c.sandwich_norm) {
       x = x + rms_norm(attn, w.post_attn_norm, c.rms_norm_eps, true);
       h = rms_norm(x, w.pre_ffn_norm, c.rms_norm_eps, true);

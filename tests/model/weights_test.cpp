@@ -84,6 +84,19 @@ TEST(ModelConfig, RopeParametersOfTransformers5) {
   EXPECT_EQ(gemma.layer_is_sliding, (std::vector<bool>{true, false}));
 }
 
+TEST(ModelConfig, AttentionBiasCoversOutputProjectionExceptInQwen2) {
+  const std::string base = R"("vocab_size": 16, "hidden_size": 8, "intermediate_size": 16,
+      "num_hidden_layers": 1, "num_attention_heads": 2, "attention_bias": true)";
+  ModelConfig llama = parse_model_config(R"({"architectures": ["LlamaForCausalLM"], )" + base + "}", "llama.json");
+  EXPECT_TRUE(llama.qkv_bias && llama.o_bias);
+  ModelConfig qwen2 = parse_model_config(R"({"architectures": ["Qwen2ForCausalLM"], )" + base + "}", "qwen2.json");
+  EXPECT_TRUE(qwen2.qkv_bias);
+  EXPECT_FALSE(qwen2.o_bias);
+  EXPECT_THROW(parse_model_config(R"({"architectures": ["LlamaForCausalLM"], "mlp_bias": true, )" + base + "}",
+                                  "llama.json"),
+               Error);
+}
+
 TEST(ModelConfig, UnsupportedArchitectureAndBadFieldsAreClearErrors) {
   try {
     parse_model_config(R"({"architectures": ["MambaForCausalLM"]})", "cfg.json");
