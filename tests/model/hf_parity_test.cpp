@@ -96,14 +96,19 @@ std::unique_ptr<Transformer> load_model(const std::string& model) {
   return Transformer::load((parity_dir() / model).string(), LoadOptions{"float32", "cpu"});
 }
 
+HiddenTaps every_layer(const Transformer& model) {
+  HiddenTaps taps;
+  for (int64_t l = 0; l < model.config().num_layers; ++l) taps.layers.push_back(l);
+  return taps;
+}
+
 class HfParity : public ::testing::TestWithParam<std::string> {};
 
 // One pass over each whole prompt: forward_full, every layer tapped.
 TEST_P(HfParity, FullForwardMatchesTransformers) {
   auto model = load_model(GetParam());
   const int64_t L = model->config().num_layers;
-  HiddenTaps taps;
-  for (int64_t l = 0; l < L; ++l) taps.layers.push_back(l);
+  const HiddenTaps taps = every_layer(*model);
   DiffLog log;
   for (const Prompt& prompt : load_goldens(GetParam())) {
     const int64_t T = int64_t(prompt.tokens.size());
@@ -132,8 +137,7 @@ TEST_P(HfParity, FullForwardMatchesTransformers) {
 TEST_P(HfParity, CachedDecodingMatchesTransformers) {
   auto model = load_model(GetParam());
   const int64_t L = model->config().num_layers;
-  HiddenTaps taps;
-  for (int64_t l = 0; l < L; ++l) taps.layers.push_back(l);
+  const HiddenTaps taps = every_layer(*model);
   DiffLog log;
   for (const Prompt& prompt : load_goldens(GetParam())) {
     const int64_t T = int64_t(prompt.tokens.size());
