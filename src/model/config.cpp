@@ -36,6 +36,23 @@ std::vector<int64_t> int_or_list(const json& j) {
   return {};
 }
 
+// rope_scaling (transformers < 5) or one entry of rope_parameters (transformers >= 5): the same
+// keys, with "rope_type" or the older "type".
+RopeScaling parse_rope_scaling(const json& rs, const std::string& source) {
+  RopeScaling scaling;
+  std::string type = rs.contains("rope_type") ? rs["rope_type"].get<std::string>()
+                                              : value_or<std::string>(rs, "type", "none");
+  if (type == "default") type = "none";
+  if (type != "none" && type != "linear" && type != "llama3")
+    fail("{}: unsupported rope_scaling type '{}' (supported: linear, llama3)", source, type);
+  scaling.type = type;
+  scaling.factor = value_or<double>(rs, "factor", 1.0);
+  scaling.low_freq_factor = value_or<double>(rs, "low_freq_factor", 1.0);
+  scaling.high_freq_factor = value_or<double>(rs, "high_freq_factor", 4.0);
+  scaling.original_max_position_embeddings = value_or<int64_t>(rs, "original_max_position_embeddings", 8192);
+  return scaling;
+}
+
 }  // namespace
 
 const char* architecture_name(Architecture arch) {
@@ -55,6 +72,7 @@ int64_t ModelConfig::parameter_count() const {
                       + 3 * H * intermediate_size                   // gate, up, down
                       + 2 * H;                                      // input + post-attn norms
   if (qkv_bias) per_layer += q_dim() + 2 * kv_dim();
+  if (o_bias) per_layer += H;
   if (qk_norm) per_layer += 2 * head_dim;
   if (sandwich_norm) per_layer += 2 * H;
   int64_t total = num_layers * per_layer + vocab_size * H + H;
@@ -122,22 +140,31 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.rope_local_theta = value_or<double>(j, "rope_local_base_freq", c.rope_theta);
   c.tie_word_embeddings = value_or<bool>(j, "tie_word_embeddings", gemma);
 
-  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
-    const json& rs = j["rope_scaling"];
-    std::string type = rs.contains("rope_type") ? rs["rope_type"].get<std::string>()
-                                                : value_or<std::string>(rs, "type", "none");
-    if (type == "default") type = "none";
-    if (type != "none" && type != "linear" && type != "llama3")
-      fail("{}: unsupported rope_scaling type '{}' (supported: linear, llama3)", source, type);
-    c.rope_scaling.type = type;
-    c.rope_scaling.factor = value_or<double>(rs, "factor", 1.0);
-    c.rope_scaling.low_freq_factor = value_or<double>(rs, "low_freq_factor", 1.0);
-    c.rope_scaling.high_freq_factor = value_or<double>(rs, "high_freq_factor", 4.0);
-    c.rope_scaling.original_max_position_embeddings =
-        value_or<int64_t>(rs, "original_max_position_embeddings", 8192);
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object())
+    c.rope_scaling = parse_rope_scaling(j["rope_scaling"], source);
+  // transformers >= 5 writes rope_theta and the scaling keys together as rope_parameters instead:
+  // one dict, or (Gemma3) one per layer type. Reading only the old keys would silently fall back
+  // to theta 10000 and no scaling.
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+    const json& rp = j["rope_parameters"];
+    const bool per_layer_type = rp.contains("full_attention") || rp.contains("sliding_attention");
+    const json global = per_layer_type ? rp.value("full_attention", json::object()) : rp;
+    c.rope_theta = value_or<double>(global, "rope_theta", c.rope_theta);
+    c.rope_scaling = parse_rope_scaling(global, source);
+    c.rope_local_theta = c.rope_theta;
+    if (per_layer_type && rp.contains("sliding_attention") && rp["sliding_attention"].is_object()) {
+      const json& local = rp["sliding_attention"];
+      c.rope_local_theta = value_or<double>(local, "rope_theta", c.rope_theta);
+      if (parse_rope_scaling(local, source).type != "none")
+        fail("{}: RoPE scaling on sliding-window layers is not supported", source);
+    }
   }
 
+  // attention_bias biases q, k, v and o (HF's Llama, Qwen3, Gemma); Qwen2 always biases q, k, v
+  // and never o.
   c.qkv_bias = c.arch == Architecture::Qwen2 || value_or<bool>(j, "attention_bias", false);
+  c.o_bias = c.arch != Architecture::Qwen2 && value_or<bool>(j, "attention_bias", false);
+  if (value_or<bool>(j, "mlp_bias", false)) fail("{}: mlp_bias = true is not supported", source);
   c.qk_norm = c.arch == Architecture::Qwen3 || c.arch == Architecture::Gemma3;
   c.gemma_norm = gemma;
   c.scale_embeddings = gemma;

@@ -36,10 +36,11 @@ struct ModelConfig {
 
   double rope_theta = 10000.0;        // global (full-attention) layers
   double rope_local_theta = 10000.0;  // sliding-window layers (Gemma3's rope_local_base_freq)
-  RopeScaling rope_scaling;           // applies to global layers only (as Gemma3 does)
+  RopeScaling rope_scaling;           // all layers; Gemma3: global layers only
 
   bool tie_word_embeddings = false;
-  bool qkv_bias = false;         // Qwen2
+  bool qkv_bias = false;         // Qwen2, or attention_bias = true
+  bool o_bias = false;           // attention_bias = true outside Qwen2 (HF biases o_proj too)
   bool qk_norm = false;          // Qwen3, Gemma3: RMSNorm over head_dim on q and k before RoPE
   bool gemma_norm = false;       // RMSNorm scales by (1 + w) instead of w
   bool scale_embeddings = false; // Gemma: embeddings * sqrt(hidden_size)

@@ -50,7 +50,10 @@ Transformer::Transformer(ModelConfig config, ModelWeights weights, c10::Device d
     : config_(std::move(config)), weights_(std::move(weights)), device_(device),
       dtype_(weights_.final_norm.scalar_type()) {  // activations: as the norms (float32 when mixed)
   inv_freq_global_ = rope_inverse_frequencies(config_.head_dim, config_.rope_theta, config_.rope_scaling).to(device_);
-  inv_freq_local_ = rope_inverse_frequencies(config_.head_dim, config_.rope_local_theta, RopeScaling{}).to(device_);
+  // Gemma3 gives its sliding-window layers their own unscaled RoPE; every other architecture uses
+  // one RoPE, scaling included, for both kinds of layer.
+  const RopeScaling local_scaling = config_.arch == Architecture::Gemma3 ? RopeScaling{} : config_.rope_scaling;
+  inv_freq_local_ = rope_inverse_frequencies(config_.head_dim, config_.rope_local_theta, local_scaling).to(device_);
 }
 
 std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const LoadOptions& options) {
@@ -186,7 +189,7 @@ at::Tensor Transformer::run_layers(at::Tensor x, const at::Tensor& positions,
     const bool local = c.layer_is_sliding[l];
     q = apply_rope(q, local ? cos_l : cos_g, local ? sin_l : sin_g);
     k = apply_rope(k, local ? cos_l : cos_g, local ? sin_l : sin_g);
-    at::Tensor attn = dense(attention(l, q, k, v, segments), w.o_proj);
+    at::Tensor attn = dense(attention(l, q, k, v, segments), w.o_proj, w.o_bias);
     if (c.sandwich_norm) {
       x = x + rms_norm(attn, w.post_attn_norm, c.rms_norm_eps, true);
       h = rms_norm(x, w.pre_ffn_norm, c.rms_norm_eps, true);

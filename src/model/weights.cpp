@@ -79,6 +79,7 @@ void for_each_layer_tensor(LayerWeights& w, const ModelConfig& c, Fn&& fn) {
     fn("self_attn.k_norm.weight", w.k_norm, std::vector<int64_t>{D}, true);
   }
   fn("self_attn.o_proj.weight", w.o_proj, std::vector<int64_t>{H, c.q_dim()}, false);
+  if (c.o_bias) fn("self_attn.o_proj.bias", w.o_bias, std::vector<int64_t>{H}, false);
   fn("post_attention_layernorm.weight", w.post_attn_norm, std::vector<int64_t>{H}, true);
   if (c.sandwich_norm) {
     fn("pre_feedforward_layernorm.weight", w.pre_ffn_norm, std::vector<int64_t>{H}, true);
@@ -98,6 +99,7 @@ std::vector<std::pair<std::string, at::Tensor*>> ModelWeights::named() {
     // Names only; shapes are not needed here.
     ModelConfig dummy;
     dummy.qkv_bias = layers[i].q_bias.defined();
+    dummy.o_bias = layers[i].o_bias.defined();
     dummy.qk_norm = layers[i].q_norm.defined();
     dummy.sandwich_norm = layers[i].pre_ffn_norm.defined();
     for_each_layer_tensor(layers[i], dummy, [&](const char* name, at::Tensor& t, auto, bool) {

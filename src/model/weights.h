@@ -14,9 +14,10 @@ namespace dspark {
 struct LayerWeights {
   at::Tensor input_norm;            // [H]
   at::Tensor q_proj, k_proj, v_proj;  // [nh*D, H], [nkv*D, H], [nkv*D, H]
-  at::Tensor q_bias, k_bias, v_bias;  // Qwen2 only
+  at::Tensor q_bias, k_bias, v_bias;  // Qwen2, or attention_bias = true
   at::Tensor q_norm, k_norm;          // [D] (Qwen3, Gemma3)
   at::Tensor o_proj;                  // [H, nh*D]
+  at::Tensor o_bias;                  // [H] (attention_bias = true outside Qwen2)
   at::Tensor post_attn_norm;          // [H]: Llama/Qwen pre-MLP norm; Gemma post-attention norm
   at::Tensor pre_ffn_norm, post_ffn_norm;  // [H] (Gemma sandwich)
   at::Tensor gate_proj, up_proj;      // [F, H]

@@ -60,6 +60,43 @@ TEST(ModelConfig, Llama3RopeScalingFollowsTheFormula) {
   }
 }
 
+// transformers >= 5 writes rope_theta and the scaling keys as rope_parameters.
+TEST(ModelConfig, RopeParametersOfTransformers5) {
+  const std::string base = R"("vocab_size": 16, "hidden_size": 8, "intermediate_size": 16,
+      "num_hidden_layers": 2, "num_attention_heads": 2, "head_dim": 4)";
+  ModelConfig llama = parse_model_config(R"({"architectures": ["LlamaForCausalLM"], )" + base + R"(,
+      "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+      "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}})",
+                                         "llama.json");
+  EXPECT_DOUBLE_EQ(llama.rope_theta, 500000.0);
+  EXPECT_EQ(llama.rope_scaling.type, "llama3");
+  EXPECT_DOUBLE_EQ(llama.rope_scaling.factor, 8.0);
+  EXPECT_EQ(llama.rope_scaling.original_max_position_embeddings, 64);
+
+  ModelConfig gemma = parse_model_config(R"({"architectures": ["Gemma3ForCausalLM"], )" + base + R"(,
+      "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"],
+      "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}})",
+                                         "gemma3.json");
+  EXPECT_DOUBLE_EQ(gemma.rope_theta, 1000000.0);
+  EXPECT_DOUBLE_EQ(gemma.rope_local_theta, 10000.0);
+  EXPECT_EQ(gemma.rope_scaling.type, "linear");
+  EXPECT_EQ(gemma.layer_is_sliding, (std::vector<bool>{true, false}));
+}
+
+TEST(ModelConfig, AttentionBiasCoversOutputProjectionExceptInQwen2) {
+  const std::string base = R"("vocab_size": 16, "hidden_size": 8, "intermediate_size": 16,
+      "num_hidden_layers": 1, "num_attention_heads": 2, "attention_bias": true)";
+  ModelConfig llama = parse_model_config(R"({"architectures": ["LlamaForCausalLM"], )" + base + "}", "llama.json");
+  EXPECT_TRUE(llama.qkv_bias && llama.o_bias);
+  ModelConfig qwen2 = parse_model_config(R"({"architectures": ["Qwen2ForCausalLM"], )" + base + "}", "qwen2.json");
+  EXPECT_TRUE(qwen2.qkv_bias);
+  EXPECT_FALSE(qwen2.o_bias);
+  EXPECT_THROW(parse_model_config(R"({"architectures": ["LlamaForCausalLM"], "mlp_bias": true, )" + base + "}",
+                                  "llama.json"),
+               Error);
+}
+
 TEST(ModelConfig, UnsupportedArchitectureAndBadFieldsAreClearErrors) {
   try {
     parse_model_config(R"({"architectures": ["MambaForCausalLM"]})", "cfg.json");
