@@ -24,6 +24,7 @@ struct ProfileArgs {
   int64_t max_tokens = 16;
   int64_t context = 64;
   int64_t repeats = 5;
+  int64_t batch = 1;
   bool json = false;
   std::string out;
   bool no_save = false;
@@ -75,7 +76,7 @@ double measure_draft_block(Transformer& target, const std::string& dir, int64_t 
 int run_profile(const ProfileArgs& args) {
   args.runtime.apply();
   auto model = Transformer::load(args.model_dir, LoadOptions{args.runtime.dtype, args.runtime.device});
-  const SpsProfile p = measure_sps(*model, args.max_tokens, args.context, args.repeats);
+  const SpsProfile p = measure_sps(*model, args.max_tokens, args.context, args.repeats, args.batch);
   // Saved next to the model (or --out), where generate --verify auto finds it.
   const std::string out = args.out.empty() ? (std::filesystem::path(args.model_dir) / "sps_profile.json").string() : args.out;
   if (!args.no_save) save_sps_profile(out, p);
@@ -85,6 +86,13 @@ int run_profile(const ProfileArgs& args) {
                     {"cost_vs_1", p.steps_per_second[0] / p.steps_per_second[i]}});
   nlohmann::json j = {{"model", args.model_dir}, {"dtype", p.dtype}, {"threads", p.threads}, {"context", args.context},
                       {"repeats", args.repeats}, {"rows", rows}, {"saved", args.no_save ? "" : out}};
+  // Batched forwards: R sequences of t tokens each, cost relative to one sequence of 1 token.
+  nlohmann::json batch_rows = nlohmann::json::array();
+  for (size_t r = 0; r < p.batch.size(); ++r)
+    for (size_t t = 0; t < p.batch[r].size(); ++t)
+      batch_rows.push_back({{"sequences", r + 2}, {"tokens_each", t + 1}, {"ms", 1e3 / p.batch[r][t]},
+                            {"cost_vs_1", p.steps_per_second[0] / p.batch[r][t]}});
+  if (!batch_rows.empty()) j["batch_rows"] = batch_rows;
   const int64_t weight_bytes = weight_bytes_per_token(*model);
   j["weight_bytes_per_token"] = weight_bytes;
   if (args.bandwidth && model->device().is_cpu()) {
@@ -111,6 +119,14 @@ int run_profile(const ProfileArgs& args) {
       std::cout << fmt::format("{:>3} {:>9.2f} {:>9.1f} {:>12.2f}\n", row["tokens"].get<int64_t>(),
                                row["ms"].get<double>(), row["steps_per_second"].get<double>(),
                                row["cost_vs_1"].get<double>());
+    if (!p.batch.empty()) {
+      std::cout << "  R x t: cost vs one sequence of 1 token\n";
+      for (size_t r = 0; r < p.batch.size(); ++r) {
+        std::string line = fmt::format("{:>3} x", r + 2);
+        for (double sps : p.batch[r]) line += fmt::format(" {:>6.2f}", p.steps_per_second[0] / sps);
+        std::cout << line << "\n";
+      }
+    }
     std::cout << fmt::format("weights read per token: {:.1f} MB\n", weight_bytes / 1e6);
     if (j.contains("read_bandwidth_gb_s"))
       std::cout << fmt::format("memory read bandwidth: {:.1f} GB/s ({} threads) -> limit {:.1f} tokens/s; T=1 reaches {:.0f}%\n",
@@ -136,6 +152,7 @@ Command add_profile(CLI::App& root) {
   app->add_option("--max-tokens", args->max_tokens, "largest chunk to measure");
   app->add_option("--context", args->context, "tokens already in the KV cache");
   app->add_option("--repeats", args->repeats, "measurements per chunk size (median reported)");
+  app->add_option("--batch", args->batch, "also measure forwards of 2..N sequences (the server's --parallel)");
   app->add_flag("--json", args->json, "print JSON");
   app->add_option("--out", args->out, "where to save the profile (default MODEL/sps_profile.json)");
   app->add_flag("--no-save", args->no_save, "only print");
