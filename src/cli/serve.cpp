@@ -94,7 +94,7 @@ Command add_serve(CLI::App& root) {
   app->add_option("--host", args->host, "address to bind (default 127.0.0.1: this machine only)")->capture_default_str();
   app->add_option("--port", args->port, "port (0: any free port)")->capture_default_str();
   app->add_option("--alias", args->alias, "model name in responses (default: the model directory)");
-  app->add_option("-np,--parallel", args->engine.slots, "requests decoded together (slots); more wait in a queue")
+  app->add_option("--parallel,--np", args->engine.slots, "requests decoded together (slots); more wait in a queue")
       ->capture_default_str();
   app->add_option("-c,--ctx", args->engine.context, "context per request, prompt + generated (0: the model's)")
       ->capture_default_str();
