@@ -18,7 +18,9 @@ constexpr int kThreads = 2;
 
 // Kernel: the fastest path (AVX512-BF16 dot products for bf16 weights, x rounded to bf16).
 // Exact: bf16 weights widened to f32 (what the default CPU "mixed" mode uses: f32 activations).
-enum class Impl { Kernel, Exact, Torch };
+// TorchWidened: what dense() did for bf16 weights with more rows before row-invariant inference
+// (at::linear on an f32 copy of the weights); prefill-shaped m = 64, 256 below.
+enum class Impl { Kernel, Exact, Torch, TorchWidened };
 
 template <Impl impl, c10::ScalarType dtype>
 void BM_Matmul(benchmark::State& state) {
@@ -35,6 +37,8 @@ void BM_Matmul(benchmark::State& state) {
   for (auto _ : state) {
     if constexpr (impl == Impl::Torch) {
       benchmark::DoNotOptimize(at::linear(x, w));
+    } else if constexpr (impl == Impl::TorchWidened) {
+      benchmark::DoNotOptimize(at::linear(xf, w.to(torch::kFloat32)));
     } else if constexpr (impl == Impl::Exact) {
       dspark::kernels::matmul_bf16_with(isa_exact, xf.data_ptr<float>(), k, m, k,
                                         reinterpret_cast<const uint16_t*>(w.data_ptr()), k, n, y.data_ptr<float>(), n);
@@ -53,7 +57,7 @@ void BM_Matmul(benchmark::State& state) {
   // f32 weights have no dot-product instruction: the BF16 path runs as plain AVX-512.
   Isa isa = impl == Impl::Exact ? isa_exact : dspark::kernels::best_isa();
   if (dtype == torch::kFloat32 && isa == Isa::Avx512Bf16) isa = Isa::Avx512;
-  state.SetLabel(impl == Impl::Torch ? "at::linear" : dspark::kernels::isa_name(isa));
+  state.SetLabel(impl == Impl::Torch ? "at::linear" : impl == Impl::TorchWidened ? "at::linear widened" : dspark::kernels::isa_name(isa));
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
@@ -62,6 +66,17 @@ void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "k", "n"})->Unit(benchmark::kMicrosecond);
 }
 
+// Prefill / many batched sequences: since the server needs batch-independent rows, Transformer::
+// forward sends every row count to the kernels (model/ops.h RowInvariantScope).
+void PrefillShapes(benchmark::internal::Benchmark* b) {
+  for (auto [k, n] : {std::pair<int64_t, int64_t>{1024, 3072}, {256, 768}})
+    for (int64_t m : {64, 256}) b->Args({m, k, n});
+  b->ArgNames({"m", "k", "n"})->Unit(benchmark::kMicrosecond);
+}
+BENCHMARK(BM_Matmul<Impl::Kernel, torch::kBFloat16>)->Name("MatmulPrefill/kernel/bf16")->Apply(PrefillShapes);
+BENCHMARK(BM_Matmul<Impl::TorchWidened, torch::kBFloat16>)->Name("MatmulPrefill/torch-widened/bf16")->Apply(PrefillShapes);
+BENCHMARK(BM_Matmul<Impl::Kernel, torch::kFloat32>)->Name("MatmulPrefill/kernel/f32")->Apply(PrefillShapes);
+BENCHMARK(BM_Matmul<Impl::Torch, torch::kFloat32>)->Name("MatmulPrefill/torch/f32")->Apply(PrefillShapes);
 BENCHMARK(BM_Matmul<Impl::Kernel, torch::kBFloat16>)->Name("Matmul/kernel/bf16")->Apply(Shapes);
 BENCHMARK(BM_Matmul<Impl::Exact, torch::kBFloat16>)->Name("Matmul/exact/bf16")->Apply(Shapes);
 BENCHMARK(BM_Matmul<Impl::Torch, torch::kBFloat16>)->Name("Matmul/torch/bf16")->Apply(Shapes);

@@ -343,6 +343,9 @@ Server::Server(Engine& engine, const Transformer& target, const Tokenizer& token
   http.set_payload_max_length(s.options.max_body_bytes);
   http.set_read_timeout(30, 0);
   http.set_write_timeout(30, 0);
+  // A worker waits this long for a connection's (next) request before closing it; under load the
+  // first request of a fresh connection can take longer than httplib's 5 s default to arrive.
+  http.set_keep_alive_timeout(30);
 
   auto health = [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"status":"ok"})", "application/json"); };
   http.Get("/health", health);

@@ -46,22 +46,21 @@ struct Running {
     server.stop();
   }
   Reply post(const std::string& path, const std::string& body) const {
-    httplib::Client client("127.0.0.1", port);
-    client.set_read_timeout(120, 0);
-    auto res = client.Post(path.c_str(), body, "application/json");
-    Reply r;
-    if (!res) return r;
-    r.status = res->status;
-    r.raw = res->body;
-    r.body = json::parse(res->body, nullptr, false);
-    return r;
+    return reply(client().Post(path.c_str(), body, "application/json"));
   }
   Reply post(const std::string& path, const json& body) const { return post(path, body.dump()); }
-  Reply get(const std::string& path) const {
-    httplib::Client client("127.0.0.1", port);
-    auto res = client.Get(path.c_str());
+  Reply get(const std::string& path) const { return reply(client().Get(path.c_str())); }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120, 0);
+    return c;
+  }
+  static Reply reply(const httplib::Result& res) {
     Reply r;
-    if (!res) return r;
+    if (!res) {
+      r.raw = "no response: " + httplib::to_string(res.error());
+      return r;
+    }
     r.status = res->status;
     r.raw = res->body;
     r.body = json::parse(res->body, nullptr, false);
@@ -317,14 +316,21 @@ TEST_F(ServerTest, LoadTestEveryRequestCompletesWithTheSingleRequestOutput) {
   for (const auto& p : prompts) expected.push_back(reference(p, max_tokens));
   std::mutex mutex;
   int64_t ok = 0, draft_n = 0, accepted = 0, mismatches = 0;
+  std::vector<std::string> failures;
   std::vector<std::thread> clients;
   for (int c = 0; c < 32; ++c) {
     clients.emplace_back([&, c] {
+      httplib::Client client = s.client();  // one keep-alive connection per client, as load generators do
+      client.set_keep_alive(true);
       for (int i = 0; i < 8; ++i) {
         const size_t p = size_t(c * 8 + i) % prompts.size();
-        Reply r = s.post("/v1/completions", json{{"prompt", prompts[p]}, {"max_tokens", max_tokens}, {"temperature", 0}});
+        const json body = {{"prompt", prompts[p]}, {"max_tokens", max_tokens}, {"temperature", 0}};
+        Reply r = Running::reply(client.Post("/v1/completions", body.dump(), "application/json"));
         std::lock_guard lock(mutex);
-        if (r.status != 200) continue;
+        if (r.status != 200) {
+          failures.push_back(fmt::format("{} {}", r.status, r.raw.substr(0, 200)));
+          continue;
+        }
         ++ok;
         if (r.body["choices"][0]["text"] != expected[p]) ++mismatches;
         draft_n += r.body["timings"].value("draft_n", int64_t(0));
@@ -333,7 +339,7 @@ TEST_F(ServerTest, LoadTestEveryRequestCompletesWithTheSingleRequestOutput) {
     });
   }
   for (auto& t : clients) t.join();
-  EXPECT_EQ(ok, 256);
+  EXPECT_EQ(ok, 256) << (failures.empty() ? "" : failures[0]);
   EXPECT_EQ(mismatches, 0);
   const std::string metrics = s.get("/metrics").raw;
   EXPECT_NE(metrics.find("dspark:spec_decode_num_draft_tokens_total " + std::to_string(draft_n) + "\n"), std::string::npos)
