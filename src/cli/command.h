@@ -35,5 +35,6 @@ Command add_regen(CLI::App& root);
 Command add_train_drafter(CLI::App& root);
 Command add_bench(CLI::App& root);
 Command add_calibrate(CLI::App& root);
+Command add_convert(CLI::App& root);
 
 }  // namespace dspark::cli

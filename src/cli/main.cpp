@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
       dspark::cli::add_train_drafter(app),
       dspark::cli::add_bench(app),
       dspark::cli::add_calibrate(app),
+      dspark::cli::add_convert(app),
   };
   try {
     app.parse(argc, argv);
