@@ -8,8 +8,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
