@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "drafter/deepspec_format.h"
 #include "cli/model_args.h"
 #include "drafter/dspark_drafter.h"
 #include "io/prompts_file.h"
@@ -25,7 +26,7 @@ struct CalibrateArgs {
 
 int run_calibrate(const CalibrateArgs& args) {
   LoadedModel loaded = load_model_dir(args.model_dir, args.runtime);
-  auto drafter = std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(args.drafter_dir, *loaded.model));
+  auto drafter = std::shared_ptr<DSparkDrafter>(load_drafter_dir(args.drafter_dir, *loaded.model));
   if (!drafter->config().confidence) fail("drafter '{}' has no confidence head to calibrate", args.drafter_dir);
   const std::vector<std::string> prompts = io::read_prompts_jsonl(args.prompts_path);
   DSparkSource source(drafter, *loaded.model);
@@ -47,7 +48,7 @@ int run_calibrate(const CalibrateArgs& args) {
     std::cerr << fmt::format("\rprompt {}/{} ({} verify steps)", i + 1, prompts.size(), data.accepted.size()) << std::flush;
   }
   std::cerr << "\n";
-  const int64_t g = drafter->config().block_size;
+  const int64_t g = drafter->config().max_drafts();
   const auto before = calibration_metrics(data, std::vector<double>(size_t(g), 1.0));
   Calibration cal = fit_sts(data, g);
   cal.drafter = drafter->fingerprint();

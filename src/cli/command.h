@@ -37,5 +37,6 @@ Command add_bench(CLI::App& root);
 Command add_calibrate(CLI::App& root);
 Command add_serve(CLI::App& root);
 Command add_bench_serve(CLI::App& root);
+Command add_convert(CLI::App& root);
 
 }  // namespace dspark::cli

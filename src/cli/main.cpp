@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
       dspark::cli::add_calibrate(app),
       dspark::cli::add_serve(app),
       dspark::cli::add_bench_serve(app),
+      dspark::cli::add_convert(app),
   };
   try {
     app.parse(argc, argv);

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "cli/command.h"
+#include "drafter/deepspec_format.h"
 #include "cli/model_args.h"
 #include "kernels/bandwidth.h"
 #include "spec/dspark_source.h"
@@ -52,9 +53,9 @@ int64_t weight_bytes_per_token(Transformer& model) {
 // Drafter interface exactly as speculative decoding calls it.
 double measure_draft_block(Transformer& target, const std::string& dir, int64_t context, int64_t repeats, int64_t* g_out) {
   torch::NoGradGuard no_grad;
-  auto dspark = std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(dir, target));
+  auto dspark = std::shared_ptr<DSparkDrafter>(load_drafter_dir(dir, target));
   DSparkSource source(dspark, target);
-  const int64_t V = target.config().vocab_size, g = dspark->config().block_size;
+  const int64_t V = target.config().vocab_size, g = dspark->config().max_drafts();
   std::vector<int64_t> prefix(static_cast<size_t>(context));
   for (int64_t i = 0; i < context; ++i) prefix[size_t(i)] = (i * 7919 + 13) % V;
   KVCache cache = target.new_cache();

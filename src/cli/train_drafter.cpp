@@ -22,6 +22,8 @@ struct TrainDrafterArgs {
   int64_t block_size = 0;
   std::string markov;
   std::string context;
+  std::string layout = "native";
+  int64_t mask_token_id = -1;
   RuntimeArgs runtime;
 };
 
@@ -35,6 +37,27 @@ int run_train_drafter(TrainDrafterArgs args) {
   if (args.block_size > 0) o.config.block_size = args.block_size;
   if (!args.markov.empty()) o.config.markov = parse_markov_kind(args.markov);
   if (!args.context.empty()) o.config.context = parse_context_mode(args.context);
+  if (args.layout == "deepspec") {
+    // DeepSpec's drafter: the target's width and head geometry, no input / output projections,
+    // mask slots = the target's embedding of a mask token; exports with `dspark convert --to deepspec`.
+    const ModelConfig& tc = loaded.model->config();
+    if (args.mask_token_id < 0 || args.mask_token_id >= tc.vocab_size)
+      fail("--layout deepspec needs --mask-token-id, a token of the target's vocabulary of {}", tc.vocab_size);
+    o.config.width = tc.hidden_size;
+    o.config.target_width = true;
+    o.config.num_heads = tc.num_heads;
+    o.config.num_kv_heads = tc.num_kv_heads;
+    o.config.head_dim = tc.head_dim;
+    o.config.ffn_size = tc.intermediate_size;
+    o.config.rope_theta = tc.rope_theta;
+    o.config.rms_norm_eps = tc.rms_norm_eps;
+    o.config.mask_token_id = args.mask_token_id;
+    o.config.context = ContextMode::Layers;
+  } else if (args.layout != "native") {
+    fail("--layout must be native or deepspec, not '{}'", args.layout);
+  } else if (args.mask_token_id >= 0) {
+    o.config.mask_token_id = args.mask_token_id;
+  }
   if (args.dflash) {
     // The DFlash baseline: the same backbone, no Markov head, no confidence head, CE only.
     o.config.markov = MarkovKind::None;
@@ -82,6 +105,12 @@ Command add_train_drafter(CLI::App& root) {
   app->add_option("--block-size", args->block_size, "g, draft tokens per block");
   app->add_option("--markov", args->markov, "none | vanilla | gated | rnn");
   app->add_option("--context", args->context, "layers | final");
+  app->add_option("--layout", args->layout,
+                  "native (own width, learned mask) or deepspec (the target's width and heads, mask token; exports "
+                  "with dspark convert --to deepspec)")
+      ->capture_default_str();
+  app->add_option("--mask-token-id", args->mask_token_id,
+                  "mask slots hold the target's embedding of this token (required by --layout deepspec)");
   app->add_option("--steps", o.steps, "optimizer steps");
   app->add_option("--minutes", o.minutes, "with --steps: stop this run after M minutes (resume later); without: train for a time budget of M minutes");
   app->add_option("--stop-at", o.stop_at, "stop at this step (resume later)");

@@ -18,6 +18,10 @@ void DSparkConfig::validate() const {
          num_layers, num_heads, head_dim, ffn_size);
   if (markov != MarkovKind::None && markov_rank < 1) fail("markov_rank must be >= 1 with a Markov head");
   if (context == ContextMode::Layers && target_layers.empty()) fail("context mode 'layers' needs target_layers");
+  if (num_kv_heads < 0 || num_heads % kv_heads() != 0)
+    fail("drafter num_kv_heads {} must divide num_heads {}", num_kv_heads, num_heads);
+  if (!sample_from_anchor && block_size < 2) fail("drafter block_size must be >= 2 when slots predict their own position");
+  if (mask_token_id < -1) fail("drafter mask_token_id {} must be >= 0 (or -1 for a learned mask)", mask_token_id);
 }
 
 std::vector<int64_t> DSparkConfig::dflash_layers(int64_t target_layers, int64_t count) {
@@ -84,10 +88,12 @@ ContextMode parse_context_mode(const std::string& name) {
 
 json to_json(const DSparkConfig& c) {
   return {{"block_size", c.block_size}, {"width", c.width}, {"num_layers", c.num_layers},
-          {"num_heads", c.num_heads}, {"head_dim", c.head_dim}, {"ffn_size", c.ffn_size},
+          {"num_heads", c.num_heads}, {"num_kv_heads", c.kv_heads()}, {"head_dim", c.head_dim}, {"ffn_size", c.ffn_size},
           {"markov", markov_kind_name(c.markov)}, {"markov_rank", c.markov_rank},
           {"confidence", c.confidence}, {"context", context_mode_name(c.context)},
-          {"target_layers", c.target_layers}, {"rope_theta", c.rope_theta},
+          {"target_layers", c.target_layers}, {"target_width", c.target_width},
+          {"mask_token_id", c.mask_token_id}, {"confidence_with_markov", c.confidence_with_markov},
+          {"sample_from_anchor", c.sample_from_anchor}, {"rope_theta", c.rope_theta},
           {"rms_norm_eps", c.rms_norm_eps}, {"init_std", c.init_std}};
 }
 
@@ -99,6 +105,7 @@ DSparkConfig dspark_config_from_json(const json& j, const std::string& source) {
     c.width = j.value("width", c.width);
     c.num_layers = j.value("num_layers", c.num_layers);
     c.num_heads = j.value("num_heads", c.num_heads);
+    c.num_kv_heads = j.value("num_kv_heads", c.num_kv_heads);
     c.head_dim = j.value("head_dim", c.head_dim);
     c.ffn_size = j.value("ffn_size", c.ffn_size);
     c.markov = parse_markov_kind(j.value("markov", std::string(markov_kind_name(c.markov))));
@@ -106,6 +113,10 @@ DSparkConfig dspark_config_from_json(const json& j, const std::string& source) {
     c.confidence = j.value("confidence", c.confidence);
     c.context = parse_context_mode(j.value("context", std::string(context_mode_name(c.context))));
     c.target_layers = j.value("target_layers", c.target_layers);
+    c.target_width = j.value("target_width", c.target_width);
+    c.mask_token_id = j.value("mask_token_id", c.mask_token_id);
+    c.confidence_with_markov = j.value("confidence_with_markov", c.confidence_with_markov);
+    c.sample_from_anchor = j.value("sample_from_anchor", c.sample_from_anchor);
     c.rope_theta = j.value("rope_theta", c.rope_theta);
     c.rms_norm_eps = j.value("rms_norm_eps", c.rms_norm_eps);
     c.init_std = j.value("init_std", c.init_std);

@@ -27,6 +27,7 @@ struct DSparkConfig {
   int64_t width = 256;     // d: backbone width
   int64_t num_layers = 2;
   int64_t num_heads = 4;
+  int64_t num_kv_heads = 0;  // key/value heads (grouped-query attention); 0 = num_heads
   int64_t head_dim = 64;
   int64_t ffn_size = 512;
   MarkovKind markov = MarkovKind::Vanilla;
@@ -34,9 +35,27 @@ struct DSparkConfig {
   bool confidence = true;
   ContextMode context = ContextMode::Layers;
   std::vector<int64_t> target_layers;  // 0-based target layers read in `layers` mode
+  // DeepSpec layout: the backbone width is the target's hidden size; slot inputs are the target's
+  // embeddings as they are and the output norm feeds the target's LM head directly (no
+  // `embed.proj` / `out.proj`).
+  bool target_width = false;
+  // >= 0: the mask slots hold the target's (frozen) embedding of this token, as DeepSpec and
+  // z-lab do; -1: a learned vector `mask`.
+  int64_t mask_token_id = -1;
+  // The confidence head reads [h_k; W1[x_{k-1}]] (true, when there is a Markov head) or h_k alone.
+  bool confidence_with_markov = true;
+  // true (DeepSpec, anchor-first): slot k predicts the token k+1 places after the anchor, g drafts
+  // per block. false (z-lab DFlash): slot k >= 1 predicts the token at its own position, g-1 drafts.
+  bool sample_from_anchor = true;
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-6;
   double init_std = 0.02;
+
+  int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  // Drafts one block yields: g anchor-first, g - 1 in z-lab's convention.
+  int64_t max_drafts() const { return sample_from_anchor ? block_size : block_size - 1; }
+  // Whether the confidence head reads W1[x_{k-1}] besides h_k.
+  bool confidence_reads_markov() const { return confidence && confidence_with_markov && markov != MarkovKind::None; }
 
   // Throws dspark::Error for inconsistent values.
   void validate() const;

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
@@ -37,7 +38,9 @@ DSparkDrafter::DSparkDrafter(DSparkConfig config, TargetIdentity target, uint64_
   config_.validate();
   const auto& c = config_;
   const int64_t d = c.width, H = target_.hidden_size, V = target_.vocab_size, r = c.markov_rank;
-  const int64_t qd = c.num_heads * c.head_dim;
+  const int64_t qd = c.num_heads * c.head_dim, kvd = c.kv_heads() * c.head_dim;
+  if (c.target_width && d != H) fail("drafter width {} must equal the target's hidden size {}", d, H);
+  if (c.mask_token_id >= V) fail("drafter mask_token_id {} is outside the target's vocabulary of {}", c.mask_token_id, V);
   for (int64_t l : c.target_layers)
     if (c.context == ContextMode::Layers && (l < 0 || l >= target_.num_layers))
       fail("drafter target layer {} is outside the target's {} layers", l, target_.num_layers);
@@ -49,13 +52,13 @@ DSparkDrafter::DSparkDrafter(DSparkConfig config, TargetIdentity target, uint64_
   };
   add("ctx.proj", normal({d, feature_width()}));
   add("ctx.norm", torch::ones({d}));
-  add("embed.proj", normal({d, H}));
-  add("mask", normal({d}));
+  if (!c.target_width) add("embed.proj", normal({d, H}));
+  if (c.mask_token_id < 0) add("mask", normal({d}));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     add(layer_name(i, "attn_norm"), torch::ones({d}));
     add(layer_name(i, "q_proj"), normal({qd, d}));
-    add(layer_name(i, "k_proj"), normal({qd, d}));
-    add(layer_name(i, "v_proj"), normal({qd, d}));
+    add(layer_name(i, "k_proj"), normal({kvd, d}));
+    add(layer_name(i, "v_proj"), normal({kvd, d}));
     add(layer_name(i, "q_norm"), torch::ones({c.head_dim}));
     add(layer_name(i, "k_norm"), torch::ones({c.head_dim}));
     add(layer_name(i, "o_proj"), normal({d, qd}));
@@ -65,7 +68,7 @@ DSparkDrafter::DSparkDrafter(DSparkConfig config, TargetIdentity target, uint64_
     add(layer_name(i, "down_proj"), normal({d, c.ffn_size}));
   }
   add("out.norm", torch::ones({d}));
-  add("out.proj", normal({H, d}));
+  if (!c.target_width) add("out.proj", normal({H, d}));
   if (c.markov != MarkovKind::None) {
     add("markov.w1", normal({V, r}));
     add("markov.w2", torch::zeros({V, r}));  // B = W1[x] W2^T starts at 0: exactly DFlash
@@ -73,11 +76,13 @@ DSparkDrafter::DSparkDrafter(DSparkConfig config, TargetIdentity target, uint64_
       add("markov.gate.weight", normal({r, d + r}));
       add("markov.gate.bias", torch::zeros({r}));
     } else if (c.markov == MarkovKind::Rnn) {
-      add("markov.rnn.weight", normal({r, 2 * r + d}));
+      // (gate, candidate, output) = split3(W [s_{k-1}; W1[x_{k-1}]; h_k] + b)
+      add("markov.rnn.weight", normal({3 * r, 2 * r + d}));
+      add("markov.rnn.bias", torch::zeros({3 * r}));
     }
   }
   if (c.confidence) {
-    add("conf.weight", torch::zeros({1, d + (c.markov != MarkovKind::None ? r : 0)}));
+    add("conf.weight", torch::zeros({1, d + (c.confidence_reads_markov() ? r : 0)}));
     add("conf.bias", torch::zeros({1}));
   }
   inv_freq_ = rope_inverse_frequencies(c.head_dim, c.rope_theta, RopeScaling{});
@@ -153,12 +158,13 @@ void DSparkDrafter::context_kv(const at::Tensor& features, const at::Tensor& pos
   auto [cos, sin] = rope_tables(inv_freq_, positions.repeat({B}));
   keys.clear();
   values.clear();
+  const int64_t nkv = c.kv_heads();
   for (int64_t i = 0; i < c.num_layers; ++i) {
-    at::Tensor k = dense(rows, param(layer_name(i, "k_proj"))).reshape({B * N, c.num_heads, c.head_dim});
+    at::Tensor k = dense(rows, param(layer_name(i, "k_proj"))).reshape({B * N, nkv, c.head_dim});
     k = apply_rope(rms_norm(k, param(layer_name(i, "k_norm")), c.rms_norm_eps), cos, sin);
     at::Tensor v = dense(rows, param(layer_name(i, "v_proj")));
-    keys.push_back(k.view({B, N, c.num_heads, c.head_dim}).permute({0, 2, 1, 3}));                 // [B, nh, N, hd]
-    values.push_back(v.view({B, N, c.num_heads, c.head_dim}).permute({0, 2, 1, 3}));               // [B, nh, N, hd]
+    keys.push_back(k.view({B, N, nkv, c.head_dim}).permute({0, 2, 1, 3}));    // [B, nkv, N, hd]
+    values.push_back(v.view({B, N, nkv, c.head_dim}).permute({0, 2, 1, 3}));  // [B, nkv, N, hd]
   }
 }
 
@@ -167,12 +173,12 @@ at::Tensor DSparkDrafter::backbone(const Transformer& target, const std::vector<
                                    const at::Tensor& anchors, const at::Tensor& anchor_tokens) const {
   const auto& c = config_;
   const int64_t B = anchors.size(0), A = anchors.size(1), g = c.block_size, d = c.width;
-  const int64_t nh = c.num_heads, hd = c.head_dim;
+  const int64_t nh = c.num_heads, nkv = c.kv_heads(), group = nh / nkv, hd = c.head_dim;
   const int64_t N = ctx_keys.empty() ? 0 : ctx_keys[0].size(2);
-  // Slot inputs [B, A, g, d]: projected anchor embedding, then the mask vector.
+  // Slot inputs [B, A, g, d]: the (projected) anchor embedding, then the mask vector.
   at::Tensor anchor_emb = target.embed(anchor_tokens.reshape({-1})).to(torch::kFloat32).detach();  // [B*A, H]
-  at::Tensor first = dense(anchor_emb, param("embed.proj")).view({B, A, 1, d});
-  at::Tensor x = torch::cat({first, param("mask").view({1, 1, 1, d}).expand({B, A, g - 1, d})}, 2);
+  at::Tensor first = (c.target_width ? anchor_emb : dense(anchor_emb, param("embed.proj"))).view({B, A, 1, d});
+  at::Tensor x = torch::cat({first, mask_input(target).view({1, 1, 1, d}).expand({B, A, g - 1, d})}, 2);
   at::Tensor positions = (anchors.unsqueeze(-1) + torch::arange(g, anchors.options())).reshape({-1});  // [B*A*g]
   auto [cos, sin] = rope_tables(inv_freq_, positions);
   // Context visibility as an additive mask [B, 1, A*g, N]; none when every position is visible
@@ -185,20 +191,23 @@ at::Tensor DSparkDrafter::backbone(const Transformer& target, const std::vector<
   const double scale = 1.0 / std::sqrt(double(hd));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     at::Tensor h = rms_norm(x, param(layer_name(i, "attn_norm")), c.rms_norm_eps);
-    auto heads = [&](const char* proj, const char* norm) {  // -> [B, nh, A, g, hd]
-      at::Tensor t = dense(h, param(layer_name(i, proj))).reshape({B * A * g, nh, hd});
+    // -> [B, nh, A, g, hd]; key/value heads repeated for grouped-query attention
+    auto heads = [&](const char* proj, const char* norm, int64_t count) {
+      at::Tensor t = dense(h, param(layer_name(i, proj))).reshape({B * A * g, count, hd});
       if (norm) t = apply_rope(rms_norm(t, param(layer_name(i, norm)), c.rms_norm_eps), cos, sin);
-      return t.view({B, A, g, nh, hd}).permute({0, 3, 1, 2, 4});
+      t = t.view({B, A, g, count, hd}).permute({0, 3, 1, 2, 4});
+      return count == nh ? t : t.repeat_interleave(group, 1);
     };
-    at::Tensor q = heads("q_proj", "q_norm"), kb = heads("k_proj", "k_norm"), vb = heads("v_proj", nullptr);
+    auto repeat_kv = [&](const at::Tensor& t) { return group == 1 ? t : t.repeat_interleave(group, 1); };
+    at::Tensor q = heads("q_proj", "q_norm", nh), kb = heads("k_proj", "k_norm", nkv), vb = heads("v_proj", nullptr, nkv);
     // Scores against the context [B, nh, A*g, N] and within the block [B, nh, A, g, g].
-    at::Tensor s_ctx = torch::matmul(q.reshape({B, nh, A * g, hd}), ctx_keys[i].transpose(-1, -2)) * scale;
+    at::Tensor s_ctx = torch::matmul(q.reshape({B, nh, A * g, hd}), repeat_kv(ctx_keys[i]).transpose(-1, -2)) * scale;
     if (ctx_mask.defined()) s_ctx = s_ctx + ctx_mask;
     at::Tensor s_blk = torch::matmul(q, kb.transpose(-1, -2)) * scale;
     at::Tensor probs = torch::softmax(torch::cat({s_ctx.view({B, nh, A, g, N}), s_blk}, -1), -1);
     at::Tensor p_ctx = probs.narrow(-1, 0, N).reshape({B, nh, A * g, N});
     at::Tensor p_blk = probs.narrow(-1, N, g);
-    at::Tensor out = torch::matmul(p_ctx, ctx_values[i]).view({B, nh, A, g, hd}) + torch::matmul(p_blk, vb);
+    at::Tensor out = torch::matmul(p_ctx, repeat_kv(ctx_values[i])).view({B, nh, A, g, hd}) + torch::matmul(p_blk, vb);
     out = out.permute({0, 2, 3, 1, 4}).reshape({B, A, g, nh * hd});
     x = x + dense(out, param(layer_name(i, "o_proj")));
     h = rms_norm(x, param(layer_name(i, "ffn_norm")), c.rms_norm_eps);
@@ -208,8 +217,14 @@ at::Tensor DSparkDrafter::backbone(const Transformer& target, const std::vector<
   return rms_norm(x, param("out.norm"), c.rms_norm_eps);
 }
 
+at::Tensor DSparkDrafter::mask_input(const Transformer& target) const {
+  if (config_.mask_token_id < 0) return param("mask");
+  at::Tensor id = torch::full({1}, config_.mask_token_id, torch::TensorOptions().dtype(torch::kInt64).device(inv_freq_.device()));
+  return target.embed(id).to(torch::kFloat32).detach().view({config_.width});
+}
+
 at::Tensor DSparkDrafter::base_logits(const Transformer& target, const at::Tensor& hidden) const {
-  at::Tensor h = dense(hidden, param("out.proj"));  // [.., H]
+  at::Tensor h = config_.target_width ? hidden : dense(hidden, param("out.proj"));  // [.., H]
   return target.logits_from_final_hidden(h.to(target.dtype())).to(torch::kFloat32);
 }
 
@@ -219,6 +234,7 @@ DSparkDrafter::TrainOutput DSparkDrafter::forward_train(const Transformer& targe
   const auto& c = config_;
   const int64_t B = features.size(0), N = features.size(1), g = c.block_size;
   const auto dev = features.device();
+  if (!c.sample_from_anchor) fail("training supports anchor-first drafters only (sample_from_anchor)");
   std::vector<at::Tensor> keys, values;
   context_kv(features, torch::arange(N, torch::TensorOptions().dtype(torch::kInt64).device(dev)), keys, values);
   at::Tensor pos = torch::arange(N, torch::TensorOptions().dtype(torch::kInt64).device(dev)).view({1, 1, N});
@@ -240,17 +256,29 @@ DSparkDrafter::TrainOutput DSparkDrafter::forward_train(const Transformer& targe
       at::Tensor s = torch::zeros({B, anchors.size(1), c.markov_rank}, h.options());
       std::vector<at::Tensor> biases;
       for (int64_t k = 0; k < g; ++k) {
-        s = torch::tanh(dense(torch::cat({s, e.select(2, k), h.select(2, k)}, -1), param("markov.rnn.weight")));
-        biases.push_back(dense(s, param("markov.w2")));
+        at::Tensor out_gate;
+        s = rnn_step(s, e.select(2, k), h.select(2, k), out_gate);
+        biases.push_back(dense(out_gate, param("markov.w2")));
       }
       out.logits = out.logits + torch::stack(biases, 2);
     }
   }
   if (c.confidence) {
-    at::Tensor input = e.defined() ? torch::cat({h, e}, -1) : h;
+    at::Tensor input = c.confidence_reads_markov() ? torch::cat({h, e}, -1) : h;
     out.conf_logits = dense(input, param("conf.weight"), param("conf.bias")).squeeze(-1);  // [B, A, g]
   }
   return out;
+}
+
+at::Tensor DSparkDrafter::rnn_step(const at::Tensor& state, const at::Tensor& prev_embedding, const at::Tensor& hidden,
+                                   at::Tensor& output) const {
+  // DeepSpec's GRU-like head: s_k = sigma(g) s_{k-1} + (1 - sigma(g)) tanh(c), bias from tanh(o).
+  std::vector<at::Tensor> parts =
+      dense(torch::cat({state, prev_embedding, hidden}, -1), param("markov.rnn.weight"), param("markov.rnn.bias"))
+          .chunk(3, -1);
+  at::Tensor gate = torch::sigmoid(parts[0]);
+  output = torch::tanh(parts[2]);
+  return gate * state + (1.0 - gate) * torch::tanh(parts[1]);
 }
 
 void DSparkDrafter::Context::truncate(int64_t n) {
@@ -264,8 +292,8 @@ DSparkDrafter::Context DSparkDrafter::new_context() const {
   Context ctx;
   auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(inv_freq_.device());
   for (int64_t i = 0; i < config_.num_layers; ++i) {
-    ctx.keys.push_back(torch::zeros({1, config_.num_heads, 0, config_.head_dim}, opts));
-    ctx.values.push_back(torch::zeros({1, config_.num_heads, 0, config_.head_dim}, opts));
+    ctx.keys.push_back(torch::zeros({1, config_.kv_heads(), 0, config_.head_dim}, opts));
+    ctx.values.push_back(torch::zeros({1, config_.kv_heads(), 0, config_.head_dim}, opts));
   }
   return ctx;
 }
@@ -295,7 +323,9 @@ DSparkDrafter::Draft DSparkDrafter::draft(const Transformer& target, const Conte
                                           const SamplingParams& params, Rng* rng, const std::vector<int64_t>* forced) const {
   torch::NoGradGuard no_grad;
   const auto& c = config_;
-  if (n < 1 || n > c.block_size) fail("cannot draft {} tokens with a block size of {}", n, c.block_size);
+  if (n < 1 || n > c.max_drafts())
+    fail("cannot draft {} tokens with a block size of {} ({} drafts per block)", n, c.block_size, c.max_drafts());
+  const int64_t first_slot = c.sample_from_anchor ? 0 : 1;  // the slot that predicts x_1
   if (!params.greedy() && !rng) fail("sampled drafting needs a random generator");
   const auto dev = inv_freq_.device();
   const auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(dev);
@@ -303,13 +333,13 @@ DSparkDrafter::Draft DSparkDrafter::draft(const Transformer& target, const Conte
   at::Tensor anchors = torch::full({1, 1}, N, i64);
   at::Tensor h;  // [n, d]
   if (dev.is_cpu() && c.context == ContextMode::Layers && cpu_fast_paths_enabled()) {
-    h = block_hidden_cpu(target, ctx, anchor_token).narrow(0, 0, n);
+    h = block_hidden_cpu(target, ctx, anchor_token).narrow(0, first_slot, n);
   } else {
     // `layers`: the block sees every context position (no mask); `final`: only the last one.
     at::Tensor allowed;
     if (c.context == ContextMode::Final) allowed = torch::arange(N, i64).view({1, 1, N}) == N - 1;
     h = backbone(target, ctx.keys, ctx.values, allowed, anchors, torch::full({1, 1}, anchor_token, i64))
-            .view({c.block_size, c.width}).narrow(0, 0, n);
+            .view({c.block_size, c.width}).narrow(0, first_slot, n);
   }
   at::Tensor U = base_logits(target, h);                               // [n, V]
 
@@ -333,8 +363,9 @@ DSparkDrafter::Draft DSparkDrafter::draft(const Transformer& target, const Conte
                                                param("markov.gate.bias"))[0]);
         logits = logits + dense((gate * e).unsqueeze(0), param("markov.w2"))[0];
       } else {
-        state = torch::tanh(dense(torch::cat({state, e, h[k]}).unsqueeze(0), param("markov.rnn.weight"))[0]);
-        logits = logits + dense(state.unsqueeze(0), param("markov.w2"))[0];
+        at::Tensor out_gate;
+        state = rnn_step(state, e, h[k], out_gate);
+        logits = logits + dense(out_gate.unsqueeze(0), param("markov.w2"))[0];
       }
     }
     rows.push_back(logits);
@@ -348,7 +379,7 @@ DSparkDrafter::Draft DSparkDrafter::draft(const Transformer& target, const Conte
     }
     if (forced) token = forced->at(size_t(k));
     if (c.confidence) {
-      at::Tensor input = e.defined() ? torch::cat({h[k], e}) : h[k];
+      at::Tensor input = c.confidence_reads_markov() ? torch::cat({h[k], e}) : h[k];
       const double z = dense(input.unsqueeze(0), param("conf.weight"), param("conf.bias")).item<double>();
       out.conf_logits.push_back(z);
       out.confidence.push_back(1.0 / (1.0 + std::exp(-z)));
@@ -410,54 +441,63 @@ void rope_rows(const float* inv_freq, int64_t position0, int64_t n, int64_t hd, 
 at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Context& ctx, int64_t anchor_token) const {
   const auto& c = config_;
   const int64_t g = c.block_size, d = c.width, nh = c.num_heads, hd = c.head_dim, qd = nh * hd, F = c.ffn_size;
+  const int64_t nkv = c.kv_heads(), group = nh / nkv, kvd = nkv * hd;
   const int64_t N = ctx.length, H = target_.hidden_size;
   const float eps = float(c.rms_norm_eps);
   auto ptr = [&](const std::string& name) { return param(name).data_ptr<float>(); };
   auto buffer = [](int64_t n) { return std::vector<float>(static_cast<size_t>(n)); };
 
-  // Slot inputs [g, d]: the projected anchor embedding, then the mask vector.
+  // Slot inputs [g, d]: the (projected) anchor embedding, then the mask vector.
   const at::Tensor anchor_emb =
       target.embed(torch::full({1}, anchor_token, torch::kInt64)).to(torch::kFloat32).contiguous();  // [1, H]
+  const at::Tensor mask = mask_input(target).contiguous();
   at::Tensor out = torch::empty({g, d});
   float* x = out.data_ptr<float>();  // the residual stream, [g, d]
-  kernels::matmul_f32(anchor_emb.data_ptr<float>(), 1, H, ptr("embed.proj"), d, x);
-  for (int64_t k = 1; k < g; ++k) std::copy(ptr("mask"), ptr("mask") + d, x + k * d);
+  if (c.target_width)
+    std::copy(anchor_emb.data_ptr<float>(), anchor_emb.data_ptr<float>() + d, x);
+  else
+    kernels::matmul_f32(anchor_emb.data_ptr<float>(), 1, H, ptr("embed.proj"), d, x);
+  for (int64_t k = 1; k < g; ++k) std::copy(mask.data_ptr<float>(), mask.data_ptr<float>() + d, x + k * d);
 
   // RoPE tables for positions N .. N+g-1, as rope_tables(): angle = pos * inv_freq, halves repeated.
   std::vector<float> cos = buffer(g * hd), sin = buffer(g * hd);
   rope_rows(inv_freq_.data_ptr<float>(), N, g, hd, cos.data(), sin.data());
 
-  std::vector<float> h = buffer(g * d), q = buffer(g * qd), kb = buffer(g * qd), vb = buffer(g * qd);
+  std::vector<float> h = buffer(g * d), q = buffer(g * qd), kb = buffer(g * kvd), vb = buffer(g * kvd);
   std::vector<float> att = buffer(g * qd), tmp = buffer(g * d), gate = buffer(g * F), up = buffer(g * F);
   std::vector<float> p = buffer(N + g);
   const float scale = float(1.0 / std::sqrt(double(hd)));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     rms_norm_rows(x, g, d, ptr(layer_name(l, "attn_norm")), eps, h.data());
     kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "q_proj")), qd, q.data());
-    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "k_proj")), qd, kb.data());
-    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "v_proj")), qd, vb.data());
+    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "k_proj")), kvd, kb.data());
+    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "v_proj")), kvd, vb.data());
     const float* q_norm = ptr(layer_name(l, "q_norm"));
     const float* k_norm = ptr(layer_name(l, "k_norm"));
-    for (int64_t k = 0; k < g; ++k)
+    for (int64_t k = 0; k < g; ++k) {
       for (int64_t j = 0; j < nh; ++j) {
         float* qh = q.data() + (k * nh + j) * hd;
-        float* kh = kb.data() + (k * nh + j) * hd;
         rms_norm_rows(qh, 1, hd, q_norm, eps, qh);
-        rms_norm_rows(kh, 1, hd, k_norm, eps, kh);
         rope_row(qh, hd, cos.data() + k * hd, sin.data() + k * hd);
+      }
+      for (int64_t j = 0; j < nkv; ++j) {
+        float* kh = kb.data() + (k * nkv + j) * hd;
+        rms_norm_rows(kh, 1, hd, k_norm, eps, kh);
         rope_row(kh, hd, cos.data() + k * hd, sin.data() + k * hd);
       }
-    // Attention: each slot sees all N context positions and all g slots. Context keys/values are
-    // [1, nh, N, hd] contiguous.
+    }
+    // Attention: each slot sees all N context positions and all g slots; query head j reads
+    // key/value head j / group. Context keys/values are [1, nkv, N, hd] contiguous.
     const at::Tensor ck = ctx.keys[size_t(l)].contiguous(), cv = ctx.values[size_t(l)].contiguous();
     for (int64_t j = 0; j < nh; ++j) {
-      const float* ckj = ck.data_ptr<float>() + j * N * hd;
-      const float* cvj = cv.data_ptr<float>() + j * N * hd;
+      const int64_t jk = j / group;
+      const float* ckj = ck.data_ptr<float>() + jk * N * hd;
+      const float* cvj = cv.data_ptr<float>() + jk * N * hd;
       for (int64_t k = 0; k < g; ++k) {
         const float* qh = q.data() + (k * nh + j) * hd;
         float max_score = -INFINITY;
         for (int64_t s = 0; s < N + g; ++s) {
-          const float* key = s < N ? ckj + s * hd : kb.data() + ((s - N) * nh + j) * hd;
+          const float* key = s < N ? ckj + s * hd : kb.data() + ((s - N) * nkv + jk) * hd;
           p[size_t(s)] = kernels::dot_f32(qh, key, hd) * scale;
           max_score = std::max(max_score, p[size_t(s)]);
         }
@@ -466,7 +506,7 @@ at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Cont
         float* o = att.data() + (k * nh + j) * hd;
         std::fill(o, o + hd, 0.0f);
         for (int64_t s = 0; s < N + g; ++s) {
-          const float* value = s < N ? cvj + s * hd : vb.data() + ((s - N) * nh + j) * hd;
+          const float* value = s < N ? cvj + s * hd : vb.data() + ((s - N) * nkv + jk) * hd;
           kernels::axpy_f32(p[size_t(s)] / total, value, o, hd);
         }
       }
@@ -492,8 +532,8 @@ at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Cont
 void DSparkDrafter::context_kv_cpu(const at::Tensor& features, int64_t position0, std::vector<at::Tensor>& keys,
                                    std::vector<at::Tensor>& values) const {
   const auto& c = config_;
-  const int64_t n = features.size(0), F = features.size(1), d = c.width, nh = c.num_heads, hd = c.head_dim;
-  const int64_t qd = nh * hd;
+  const int64_t n = features.size(0), F = features.size(1), d = c.width, nh = c.kv_heads(), hd = c.head_dim;
+  const int64_t qd = nh * hd;  // key/value heads only
   const float eps = float(c.rms_norm_eps);
   auto ptr = [&](const std::string& name) { return param(name).data_ptr<float>(); };
   std::vector<float> rows(static_cast<size_t>(n * d)), k(static_cast<size_t>(n * qd)), v(static_cast<size_t>(n * qd));
@@ -568,7 +608,8 @@ DSparkDrafter::Draft DSparkDrafter::walk_cpu(const at::Tensor& base_logits, cons
       const float* hk = h.data_ptr<float>() + k * d;
       double z = conf_b;
       for (int64_t i = 0; i < d; ++i) z += double(w[i]) * hk[i];
-      for (int64_t i = 0; i < r; ++i) z += double(w[d + i]) * e[i];
+      if (c.confidence_reads_markov())
+        for (int64_t i = 0; i < r; ++i) z += double(w[d + i]) * e[i];
       out.conf_logits.push_back(z);
       out.confidence.push_back(1.0 / (1.0 + std::exp(-z)));
     }
@@ -623,21 +664,39 @@ std::unique_ptr<DSparkDrafter> DSparkDrafter::load(const std::string& dir, Trans
                                                                    : "embedding/LM-head weights differ";
     fail("drafter '{}' was made for another target ({})", dir, why);
   }
-  auto drafter = std::make_unique<DSparkDrafter>(config, actual, 0);
   const io::TensorStore store = io::TensorStore::open(dir, kTensorStem);
+  return from_parameters(config, target, [&](const std::string& name, const std::vector<int64_t>& shape) {
+    return read_float_tensor(store, name, shape);
+  });
+}
+
+at::Tensor read_float_tensor(const io::TensorStore& store, const std::string& name, const std::vector<int64_t>& shape) {
+  if (!store.contains(name)) fail("{}: missing tensor {}", store.location(), name);
+  const io::TensorView& view = store.get(name);
+  if (view.shape != shape)
+    fail("{}: tensor {} has shape [{}], expected [{}]", view.file, name, fmt::join(view.shape, ", "), fmt::join(shape, ", "));
+  at::Tensor src;
+  if (view.dtype == io::DType::F32)
+    src = torch::from_blob(const_cast<void*>(view.data), view.shape, torch::kFloat32);
+  else if (view.dtype == io::DType::BF16)
+    src = torch::from_blob(const_cast<void*>(view.data), view.shape, torch::kBFloat16);
+  else if (view.dtype == io::DType::F16)
+    src = torch::from_blob(const_cast<void*>(view.data), view.shape, torch::kFloat16);
+  else
+    fail("{}: tensor {} must be F32, BF16 or F16, not {}", view.file, name, io::dtype_name(view.dtype));
+  at::Tensor out = src.to(torch::kFloat32).clone();
+  if (!torch::isfinite(out).all().item<bool>()) fail("{}: tensor {} holds NaN or infinity", view.file, name);
+  return out;
+}
+
+std::unique_ptr<DSparkDrafter> DSparkDrafter::from_parameters(DSparkConfig config, Transformer& target,
+                                                              const ParameterSource& source) {
+  auto drafter = std::make_unique<DSparkDrafter>(std::move(config), TargetIdentity::of(target), 0);
   for (const auto& name : drafter->names_) {
-    const io::TensorView& view = store.get(name);
     at::Tensor& p = drafter->params_.at(name);
-    if (view.shape != p.sizes().vec()) fail("{}: tensor {} has the wrong shape", store.location(), name);
-    at::Tensor src;
-    if (view.dtype == io::DType::F32)
-      src = torch::from_blob(const_cast<void*>(view.data), view.shape, torch::kFloat32);
-    else if (view.dtype == io::DType::BF16)
-      src = torch::from_blob(const_cast<void*>(view.data), view.shape, torch::kBFloat16);
-    else
-      fail("{}: tensor {} must be F32 or BF16", store.location(), name);
-    p = src.to(torch::kFloat32).clone();
-    if (!torch::isfinite(p).all().item<bool>()) fail("{}: tensor {} holds NaN or infinity", store.location(), name);
+    at::Tensor value = source(name, p.sizes().vec());
+    if (value.sizes() != p.sizes()) fail("drafter parameter {} has the wrong shape", name);
+    p = value.to(torch::kFloat32).contiguous();
   }
   drafter->to(target.device());
   // Drafters stored in bf16 have a bf16-exact W2: the walk can read half the bytes per position

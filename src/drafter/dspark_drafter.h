@@ -10,6 +10,7 @@
 #pragma once
 #include <ATen/Tensor.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -32,6 +33,12 @@ class DSparkDrafter {
   // Loads `dir` (dspark.json + drafter.safetensors or shards) and checks it against `target`.
   // Throws dspark::Error with one line for a missing / corrupt directory or another target.
   static std::unique_ptr<DSparkDrafter> load(const std::string& dir, Transformer& target);
+  // A drafter for `target` whose parameters come from `source(name, shape)` (a tensor of that
+  // shape; the source throws for a missing or malformed one). load() and the readers of other
+  // checkpoint layouts (drafter/deepspec_format.h) build drafters this way.
+  using ParameterSource = std::function<at::Tensor(const std::string& name, const std::vector<int64_t>& shape)>;
+  static std::unique_ptr<DSparkDrafter> from_parameters(DSparkConfig config, Transformer& target,
+                                                        const ParameterSource& source);
   // Writes dspark.json + drafter safetensors (f32 or bf16) atomically.
   void save(const std::string& dir, c10::ScalarType dtype = c10::kFloat) const;
 
@@ -95,6 +102,11 @@ class DSparkDrafter {
   void context_kv(const at::Tensor& features, const at::Tensor& positions, std::vector<at::Tensor>& keys,
                   std::vector<at::Tensor>& values) const;
   at::Tensor base_logits(const Transformer& target, const at::Tensor& hidden) const;  // [.., d] -> [.., V]
+  // The mask slots' input [d]: the learned `mask`, or the target's embedding of mask_token_id.
+  at::Tensor mask_input(const Transformer& target) const;
+  // One step of the rnn Markov head: the next state; `output` = tanh(o), what W2 projects.
+  at::Tensor rnn_step(const at::Tensor& state, const at::Tensor& prev_embedding, const at::Tensor& hidden,
+                      at::Tensor& output) const;
   // context_kv() for a few rows on the CPU: features [n, F] float32 contiguous.
   void context_kv_cpu(const at::Tensor& features, int64_t position0, std::vector<at::Tensor>& keys,
                       std::vector<at::Tensor>& values) const;
@@ -112,5 +124,10 @@ class DSparkDrafter {
   at::Tensor walk_w2_bf16_;  // [V, r] bf16 copy of markov.w2 when exact (loaded drafters), for the walk
   kernels::Isa walk_isa_ = kernels::Isa::Scalar;  // kernel path for walk_w2_bf16_
 };
+
+namespace io { class TensorStore; }
+// Tensor `name` of `store` as float32 (stored F32, BF16 or F16), checked against `shape` and for
+// NaN / infinity; one-line dspark::Error naming the file and the tensor otherwise.
+at::Tensor read_float_tensor(const io::TensorStore& store, const std::string& name, const std::vector<int64_t>& shape);
 
 }  // namespace dspark

@@ -1,5 +1,7 @@
 #include "engine/drafter_factory.h"
 
+#include "drafter/deepspec_format.h"
+
 #include "spec/dspark_source.h"
 #include "spec/model_drafter.h"
 #include "spec/ngram_drafter.h"
@@ -20,7 +22,7 @@ DrafterFactory::DrafterFactory(const DrafterChoice& c, Transformer& target, cons
     kind_ = "model";
     label_ = c.draft_model_dir;
   } else if (!c.dspark_dir.empty()) {
-    dspark_ = std::shared_ptr<DSparkDrafter>(DSparkDrafter::load(c.dspark_dir, target));
+    dspark_ = std::shared_ptr<DSparkDrafter>(load_drafter_dir(c.dspark_dir, target));
     const DSparkConfig& dc = dspark_->config();
     kind_ = dc.markov == MarkovKind::None && !dc.confidence ? "dflash" : "dspark";
     label_ = c.dspark_dir;
@@ -34,6 +36,6 @@ std::unique_ptr<Drafter> DrafterFactory::make() const {
   return nullptr;
 }
 
-int64_t DrafterFactory::block_size() const { return dspark_ ? dspark_->config().block_size : 0; }
+int64_t DrafterFactory::block_size() const { return dspark_ ? dspark_->config().max_drafts() : 0; }
 
 }  // namespace dspark

@@ -13,7 +13,7 @@ class DSparkSource : public Drafter {
   DSparkSource(std::shared_ptr<DSparkDrafter> drafter, Transformer& target, std::string label = "dspark");
   std::string name() const override { return label_; }
   HiddenTaps taps() const override { return drafter_->taps(); }
-  int64_t max_block() const override { return drafter_->config().block_size; }
+  int64_t max_block() const override { return drafter_->config().max_drafts(); }
   void begin(const std::vector<int64_t>& prompt, const ChunkOutput& prefill) override;
   DraftProposal propose(int64_t anchor, int64_t n, const SamplingParams& params, Rng& rng) override;
   void commit(const std::vector<int64_t>& kept, const ChunkOutput& verify) override;
