@@ -121,6 +121,7 @@ void Engine::run() {
   StepOptions step;
   step.prefill_chunk = options_.prefill_chunk;
   step.prefill_budget = options_.prefill_budget;
+  step.governor = &governor_;
   std::unique_lock lock(mutex_);
   while (true) {
     work_cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !slots_.empty(); });
@@ -186,6 +187,7 @@ void Engine::run() {
     lock.lock();
     if (!batch.empty()) {
       ++counters_.steps;
+      if (report.drafting_skipped) ++counters_.plain_steps;
       counters_.busy_slot_steps += int64_t(batch.size());
     }
     slots_.erase(std::remove_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->finished; }), slots_.end());

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "engine/drafter_factory.h"
+#include "spec/speculation_governor.h"
 #include "spec/speculative.h"
 
 namespace dspark {
@@ -86,6 +87,7 @@ struct EngineCounters {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
   int64_t steps = 0;             // batched target forwards
+  int64_t plain_steps = 0;       // of those, steps where auto mode chose not to draft
   int64_t busy_slot_steps = 0;   // sum over steps of the sequences in the forward
   int64_t spec_drafts = 0;       // verify steps that verified at least one draft
   int64_t spec_draft_tokens = 0;
@@ -136,6 +138,7 @@ class Engine {
   bool cancel_running_ = false;
   EngineCounters counters_;
   std::vector<std::unique_ptr<Slot>> slots_;  // worker thread only
+  SpeculationGovernor governor_;              // worker thread only
   std::thread worker_;
 };
 

@@ -61,6 +61,8 @@ std::string render_metrics(const EngineCounters& e, ServerMetrics& s) {
   metric(out, "counter", "spec_decode_num_drafts_total", "Verify steps that verified at least one draft token.",
          double(e.spec_drafts));
   metric(out, "counter", "spec_decode_num_draft_tokens_total", "Draft tokens verified.", double(e.spec_draft_tokens));
+  metric(out, "counter", "spec_decode_plain_steps_total",
+         "Steps where auto verification expected drafting not to pay and decoded plainly.", double(e.plain_steps));
   metric(out, "counter", "spec_decode_num_accepted_tokens_total", "Draft tokens accepted.",
          double(e.spec_accepted_tokens));
   if (!e.spec_accepted_per_position.empty()) {

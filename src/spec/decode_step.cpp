@@ -17,10 +17,21 @@ StepReport decode_step(Transformer& target, const std::vector<SpecSequence*>& se
     if (s->done()) continue;
     (s->phase() == SpecSequence::Phase::Prefill ? prefilling : decoding).push_back(s);
   }
+  // Whether auto-mode sequences draft at all this step (the drafter's cost vs what it saves).
+  std::vector<SpecSequence*> automatic;
+  for (SpecSequence* s : decoding)
+    if (s->options().verify == VerifyMode::Auto && s->options().sps) automatic.push_back(s);
+  const bool draft_auto = !options.governor || automatic.empty() ||
+                          options.governor->should_draft(int64_t(automatic.size()), *automatic[0]->options().sps);
+  report.drafting_skipped = !draft_auto;
   // Drafts first (each drafter on its own), then one schedule for all auto-mode sequences.
   std::vector<SpecSequence*> scheduled;
+  double auto_draft_seconds = 0;
   for (SpecSequence* s : decoding) {
-    s->draft();
+    const bool is_auto = s->options().verify == VerifyMode::Auto && s->options().sps;
+    const auto t0 = std::chrono::steady_clock::now();
+    s->draft(draft_auto || !is_auto);
+    if (is_auto) auto_draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s->wants_schedule()) scheduled.push_back(s);
   }
   if (!scheduled.empty()) {
@@ -70,6 +81,15 @@ StepReport decode_step(Transformer& target, const std::vector<SpecSequence*>& se
       owners[i]->finish_verify(outputs[i], report.forward_seconds);
     else
       owners[i]->finish_prefill_chunk(outputs[i], report.forward_seconds);
+  }
+  if (options.governor && draft_auto && !automatic.empty()) {
+    double tokens = 0, verified = 0;
+    for (SpecSequence* s : automatic) {
+      tokens += double(s->last_emitted());
+      verified += double(s->last_verified());
+    }
+    const double n = double(automatic.size());
+    options.governor->observe(auto_draft_seconds / n, tokens / n, verified / n);
   }
   return report;
 }

@@ -11,12 +11,15 @@
 #include <vector>
 
 #include "spec/spec_sequence.h"
+#include "spec/speculation_governor.h"
 
 namespace dspark {
 
 struct StepOptions {
   int64_t prefill_chunk = 0;   // prompt tokens per sequence per step (<= 0: the whole prompt)
   int64_t prefill_budget = 0;  // prompt tokens per step over all sequences (<= 0: unlimited)
+  // Auto-mode sequences draft only when the governor expects it to pay (null: always).
+  SpeculationGovernor* governor = nullptr;
 };
 
 // What one step did (for metrics and tests).
@@ -24,6 +27,7 @@ struct StepReport {
   int64_t prefill_tokens = 0;  // prompt tokens in the forward
   int64_t decode_sequences = 0;
   int64_t verify_tokens = 0;   // anchors + drafts in the forward
+  bool drafting_skipped = false;  // the governor chose plain decoding for the auto-mode sequences
   double forward_seconds = 0;
 };
 

@@ -95,11 +95,12 @@ void SpecSequence::stop() {
   result_.stats.seconds = since(start_);
 }
 
-void SpecSequence::draft() {
+void SpecSequence::draft(bool propose) {
   if (phase_ != Phase::Decode) fail("internal: draft outside the decode phase");
   proposal_ = {};
   schedule_ = false;
   survival_.clear();
+  if (!propose) return;
   const SpecOptions& o = options_;
   const int64_t remaining = o.max_new_tokens - int64_t(result_.tokens.size());
   // Room for the anchor and n drafts in the context; no more drafts than tokens still wanted.
@@ -170,6 +171,8 @@ void SpecSequence::finish_verify(const ChunkOutput& verify, double forward_secon
   ++stats.steps;
   stats.n_drafted += n;
   stats.n_accepted += accepted;
+  last_verified_ = n;
+  last_emitted_ = accepted + 1;
   for (int64_t k = 0; k < n; ++k) ++stats.drafted_at[size_t(k)];
   for (int64_t k = 0; k < accepted; ++k) ++stats.accepted_at[size_t(k)];
 

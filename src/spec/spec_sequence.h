@@ -41,14 +41,18 @@ class SpecSequence {
   void finish_prefill_chunk(const ChunkOutput& out, double forward_seconds);
 
   // Decode: proposes the next block and cuts it by the verify mode (fixed, threshold, sts). In
-  // auto mode the length is left to the scheduler: survival() are the calibrated a_k.
-  void draft();
+  // auto mode the length is left to the scheduler: survival() are the calibrated a_k. With
+  // `propose` false the step verifies the anchor alone (a plain decoding step).
+  void draft(bool propose = true);
   bool wants_schedule() const { return schedule_; }
   const std::vector<double>& survival() const { return survival_; }
   void set_verify_length(int64_t n);  // <= the drafted length
   int64_t verify_length() const { return int64_t(proposal_.tokens.size()); }
   SequenceChunk verify_chunk();  // [anchor, d_1..d_n], logits at every position
   void finish_verify(const ChunkOutput& out, double forward_seconds);
+  // The last verify step: drafts verified, and tokens emitted (accepted + 1).
+  int64_t last_verified() const { return last_verified_; }
+  int64_t last_emitted() const { return last_emitted_; }
 
   // Ends the sequence now (a stop string matched, the client went away); tokens emitted after
   // this call are dropped.
@@ -78,6 +82,7 @@ class SpecSequence {
   bool schedule_ = false;
   std::vector<double> survival_;
   int64_t verify_base_ = 0;  // cache length before the verify chunk
+  int64_t last_verified_ = 0, last_emitted_ = 0;
   SpecResult result_;
   std::chrono::steady_clock::time_point start_;
 };

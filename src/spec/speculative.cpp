@@ -73,7 +73,10 @@ SpecResult generate_speculative(Transformer& target, Drafter* drafter, const std
   // One sequence through the same step the server batches (spec/decode_step.h): the prompt in
   // one chunk, then draft / verify until done.
   SpecSequence sequence(target, drafter, prompt, o, on_token);
-  while (!sequence.done()) decode_step(target, {&sequence});
+  SpeculationGovernor governor;
+  StepOptions step;
+  step.governor = &governor;
+  while (!sequence.done()) decode_step(target, {&sequence}, step);
   return sequence.take_result();
 }
 

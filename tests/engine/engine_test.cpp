@@ -218,5 +218,53 @@ TEST(BatchSps, InterpolatesPerBatchAndScheduleVerifiesLessUnderLoad) {
   EXPECT_LT(three[0] + three[1] + three[2], 9);
 }
 
+TEST(SpeculationGovernor, DraftsOnlyWhenItPaysAndProbes) {
+  SpsProfile p;
+  p.steps_per_second = {1000, 900, 800, 700, 600, 500, 450, 400};  // 1 ms for one token, 2.5 ms for 8
+  SpeculationGovernor g(4);
+  EXPECT_TRUE(g.should_draft(1, p));  // nothing observed yet
+  // Cheap drafter, tau 3 with 7 verified: 3 tokens in 0.1 + 2.5 ms beats 1 token per ms.
+  g.observe(0.0001, 3.0, 7.0);
+  EXPECT_GT(g.predicted_spec(1, p), g.predicted_plain(1, p));
+  EXPECT_TRUE(g.should_draft(1, p));
+  // The drafter becomes expensive (3 ms per block): plain wins; drafting resumes every 4th step.
+  SpeculationGovernor slow(4);
+  slow.observe(0.003, 3.0, 7.0);
+  EXPECT_LT(slow.predicted_spec(1, p), slow.predicted_plain(1, p));
+  std::vector<bool> decisions;
+  for (int i = 0; i < 8; ++i) decisions.push_back(slow.should_draft(1, p));
+  EXPECT_EQ(decisions, (std::vector<bool>{false, false, false, true, false, false, false, true}));
+  EXPECT_EQ(slow.skipped_steps(), 6);
+}
+
+// Auto verification with a drafter that never pays: the engine decodes plainly (probing now and
+// then) and the output is still the single-request output.
+TEST_F(EngineFixture, AutoFallsBackToPlainDecodingWhenDraftingDoesNotPay) {
+  DrafterFactory factory({drafter_dir, "", ""}, *target);
+  SpsProfile sps;
+  sps.steps_per_second = {1e6, 1e3, 1e3, 1e3, 1e3};  // verifying any draft costs 1000x one token
+  sps.batch = {{1e6, 1e3, 1e3, 1e3, 1e3}};
+  SpecOptions base;
+  base.eos_ids = {3};
+  base.verify = VerifyMode::Auto;
+  base.sps = &sps;
+  EngineOptions eo;
+  eo.slots = 2;
+  Engine engine(*target, factory, base, eo);
+  std::vector<std::shared_ptr<RequestState>> states;
+  for (int i = 0; i < 2; ++i) {
+    GenerationRequest r;
+    r.prompt = random_prompt(6, 300 + i);
+    r.max_new_tokens = 40;
+    states.push_back(engine.submit(r));
+  }
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(states[i]->wait(std::chrono::seconds(60)));
+    EXPECT_EQ(states[i]->result().tokens, alone(DrafterFactory({}, *target), random_prompt(6, 300 + i), 40).tokens);
+  }
+  const EngineCounters c = engine.counters();
+  EXPECT_GT(c.plain_steps, c.steps / 2);
+}
+
 }  // namespace
 }  // namespace dspark

@@ -1,0 +1,46 @@
+#include "spec/speculation_governor.h"
+
+#include <algorithm>
+
+#include "spec/scheduler.h"
+
+namespace dspark {
+
+double SpeculationGovernor::predicted_plain(int64_t requests, const SpsProfile& sps) const {
+  return double(requests) * sps.sps(requests, requests);
+}
+
+double SpeculationGovernor::predicted_spec(int64_t requests, const SpsProfile& sps) const {
+  if (!seen_) return 0.0;
+  const auto tokens = int64_t(double(requests) * (1.0 + verified_) + 0.5);
+  const double seconds = double(requests) * draft_seconds_ + 1.0 / sps.sps(std::max(tokens, requests), requests);
+  return double(requests) * tokens_ / seconds;
+}
+
+bool SpeculationGovernor::should_draft(int64_t requests, const SpsProfile& sps) {
+  if (!seen_ || predicted_spec(requests, sps) >= predicted_plain(requests, sps)) {
+    since_probe_ = 0;
+    return true;
+  }
+  if (++since_probe_ >= probe_every_) {
+    since_probe_ = 0;
+    return true;
+  }
+  ++skipped_total_;
+  return false;
+}
+
+void SpeculationGovernor::observe(double draft_seconds, double tokens, double verified) {
+  if (!seen_) {
+    draft_seconds_ = draft_seconds;
+    tokens_ = tokens;
+    verified_ = verified;
+    seen_ = true;
+    return;
+  }
+  draft_seconds_ += kAlpha * (draft_seconds - draft_seconds_);
+  tokens_ += kAlpha * (tokens - tokens_);
+  verified_ += kAlpha * (verified - verified_);
+}
+
+}  // namespace dspark

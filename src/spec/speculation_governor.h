@@ -1,0 +1,46 @@
+// Whether drafting pays off at all (verify mode auto).
+//
+// Algorithm 1 chooses how many drafts to verify once they exist, from their survival
+// probabilities and the target's cost curve SPS(R, B). The drafter's own time is spent before
+// that choice, and on a small or busy target it can exceed what the accepted drafts save (a
+// compute-bound target verifies 8 tokens for much more than 1). The governor keeps running means
+// of what speculation cost and gave in recent steps (drafter seconds per sequence, tokens emitted
+// per sequence, drafts verified per sequence) and predicts, from the same SPS table:
+//
+//   plain: R tokens in 1 / SPS(R, R) seconds
+//   spec:  R tau tokens in R t_draft + 1 / SPS(R, R (1 + l)) seconds
+//
+// When plain is faster it skips drafting (every sequence verifies its anchor alone, exactly plain
+// decoding), drafting again every `probe_every` steps to keep the means current. The decision
+// uses only past steps, never the current drafts, so verification stays lossless.
+#pragma once
+#include <cstdint>
+
+namespace dspark {
+
+struct SpsProfile;
+
+class SpeculationGovernor {
+ public:
+  explicit SpeculationGovernor(int64_t probe_every = 16) : probe_every_(probe_every) {}
+
+  // Should `requests` decoding sequences draft this step?
+  bool should_draft(int64_t requests, const SpsProfile& sps);
+  // After a drafted step: drafter seconds per sequence, tokens emitted per sequence (accepted + 1)
+  // and drafts verified per sequence, averaged over the step's sequences.
+  void observe(double draft_seconds, double tokens, double verified);
+
+  // Predicted tokens/s of the two choices (0 before any observation).
+  double predicted_spec(int64_t requests, const SpsProfile& sps) const;
+  double predicted_plain(int64_t requests, const SpsProfile& sps) const;
+  int64_t skipped_steps() const { return skipped_total_; }
+
+ private:
+  static constexpr double kAlpha = 0.1;  // weight of the newest step in the running means
+  int64_t probe_every_;
+  bool seen_ = false;
+  double draft_seconds_ = 0, tokens_ = 0, verified_ = 0;
+  int64_t since_probe_ = 0, skipped_total_ = 0;
+};
+
+}  // namespace dspark
