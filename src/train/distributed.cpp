@@ -1,6 +1,7 @@
 #include "train/distributed.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -28,6 +29,15 @@ namespace dspark {
 
 namespace {
 
+#ifdef DSPARK_HAVE_C10D
+// LibTorch 2 split the per-backend groups (Gloo, NCCL) off ProcessGroup into c10d::Backend.
+#if TORCH_VERSION_MAJOR >= 2
+using BackendGroup = c10d::Backend;
+#else
+using BackendGroup = c10d::ProcessGroup;
+#endif
+#endif
+
 // The first line of a c10d / Gloo message (they carry backtraces and source locations).
 std::string first_line(const std::string& message) {
   std::string out = message.substr(0, message.find('\n'));
@@ -52,7 +62,7 @@ std::pair<std::string, uint16_t> parse_master_address(const std::string& master)
 struct DataParallel::Impl {
 #ifdef DSPARK_HAVE_C10D
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  c10::intrusive_ptr<BackendGroup> group;
 #endif
   bool on_gpu = false;  // the group reduces CUDA buffers (NCCL)
   std::chrono::milliseconds timeout{60000};
@@ -130,7 +140,8 @@ DataParallel::DataParallel(const DistOptions& o) : rank_(o.rank), world_size_(o.
       impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(impl_->store, o.rank, o.world_size, options);
     }
   } catch (const std::exception& e) {
-    fail("rank {}: cannot set up the process group of {} ranks ({})", o.rank, o.world_size, first_line(e.what()));
+    fail("rank {}: cannot meet the other {} ranks at {} within {} s (process group: {})", o.rank, o.world_size - 1,
+         o.master, o.timeout_seconds, first_line(e.what()));
   }
 #endif
 }

@@ -24,13 +24,17 @@ namespace fs = std::filesystem;
 using testing::run_cli;
 using testing::RunResult;
 
-// Parameters of two runs' checkpoints agree element-wise within |a - b| <= kRelTol * max|b| of
-// each tensor (float32 sums over ranks associate differently from one process's).
-constexpr double kRelTol = 1e-5;
-
-void expect_same_parameters(const std::string& run_a, const std::string& run_b) {
+// The parameters in two runs' checkpoints agree up to float32 summation order (the ranks' sums
+// associate differently from one process's):
+//  - over all parameters, mean |a - b| <= 1e-6 mean |b| (measured: about 1e-7);
+//  - every element within 1% of one full AdamW step per step, |a - b| <= 0.01 lr steps. AdamW
+//    moves an element by lr m / (sqrt(v) + 1e-8): where the gradient is near zero, a rounding-
+//    level difference in it is divided by ~1e-8 (measured: up to 7% of that bound for train-lm,
+//    0.3% for the drafter). A wrong shard or a missing reduction moves elements by ~lr.
+void expect_same_parameters(const std::string& run_a, const std::string& run_b, double lr, int steps) {
   auto a = io::SafetensorsFile::open(run_a + "/train/train_state.safetensors");
   auto b = io::SafetensorsFile::open(run_b + "/train/train_state.safetensors");
+  double diff_sum = 0, abs_sum = 0;
   int compared = 0;
   for (const auto& [name, va] : a.tensors()) {
     if (name.rfind("param.", 0) != 0) continue;
@@ -39,15 +43,18 @@ void expect_same_parameters(const std::string& run_a, const std::string& run_b) 
     ASSERT_EQ(va.shape, vb.shape) << name;
     const float* x = static_cast<const float*>(va.data);
     const float* y = static_cast<const float*>(vb.data);
-    double diff = 0, scale = 0;
+    double worst = 0;
     for (int64_t i = 0; i < va.numel(); ++i) {
-      diff = std::max(diff, double(std::abs(x[i] - y[i])));
-      scale = std::max(scale, double(std::abs(y[i])));
+      const double d = std::abs(double(x[i]) - double(y[i]));
+      worst = std::max(worst, d);
+      diff_sum += d;
+      abs_sum += std::abs(double(y[i]));
     }
-    EXPECT_LE(diff, kRelTol * scale) << name << ": max difference " << diff << " of max " << scale;
+    EXPECT_LE(worst, 0.01 * lr * steps) << name;
     ++compared;
   }
   EXPECT_GT(compared, 0);
+  EXPECT_LE(diff_sum, 1e-6 * abs_sum);
 }
 
 std::vector<double> logged_losses(const std::string& out) {
@@ -99,9 +106,10 @@ class DistributedTraining : public ::testing::Test {
            "/drafter.json --steps 6 --batch-size 4 --anchors 4 --max-len 48 --lr 3e-3 --warmup 1 --eval-samples 4 "
            "--eval-every 100 --live-prompts 1 -t 1 " + extra;
   }
-  static std::string train_lm(const std::string& extra) {
+  static std::string train_lm(const std::string& extra, int batch = 4) {
     return "train-lm --config " + dir_ + "/config.json --tokenizer " + dir_ + "/tok --corpus " + dir_ +
-           "/corpus --steps 6 --seq-len 16 --batch-size 4 --lr 1e-2 --warmup 2 -t 1 " + extra;
+           "/corpus --steps 6 --seq-len 16 --lr 1e-2 --warmup 2 -t 1 --batch-size " + std::to_string(batch) + " " +
+           extra;
   }
   static std::string dir_;
 };
@@ -112,7 +120,7 @@ TEST_F(DistributedTraining, TwoDrafterRanksEqualOneProcessOnTheGlobalBatch) {
   ASSERT_EQ(one.exit_code, 0) << one.err;
   RunResult two = run_cli(train_drafter("--out " + dir_ + "/drafter-2 --nproc 2"));
   ASSERT_EQ(two.exit_code, 0) << two.err;
-  expect_same_parameters(dir_ + "/drafter-2", dir_ + "/drafter-1");
+  expect_same_parameters(dir_ + "/drafter-2", dir_ + "/drafter-1", 3e-3, 6);
   // Rank 0 alone logs; its loss is the whole batch's.
   const auto l1 = logged_losses(dir_ + "/drafter-1"), l2 = logged_losses(dir_ + "/drafter-2");
   ASSERT_EQ(l1.size(), l2.size());
@@ -124,7 +132,7 @@ TEST_F(DistributedTraining, TwoDrafterRanksEqualOneProcessOnTheGlobalBatch) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   RunResult rest = run_cli(train_drafter("--out " + dir_ + "/drafter-mixed --resume"));
   ASSERT_EQ(rest.exit_code, 0) << rest.err;
-  expect_same_parameters(dir_ + "/drafter-mixed", dir_ + "/drafter-1");
+  expect_same_parameters(dir_ + "/drafter-mixed", dir_ + "/drafter-1", 3e-3, 6);
 }
 
 TEST_F(DistributedTraining, TwoLmRanksEqualOneProcessOnTheGlobalBatch) {
@@ -132,11 +140,15 @@ TEST_F(DistributedTraining, TwoLmRanksEqualOneProcessOnTheGlobalBatch) {
   ASSERT_EQ(one.exit_code, 0) << one.err;
   RunResult two = run_cli(train_lm("--out " + dir_ + "/lm-2 --nproc 2"));
   ASSERT_EQ(two.exit_code, 0) << two.err;
-  expect_same_parameters(dir_ + "/lm-2", dir_ + "/lm-1");
+  expect_same_parameters(dir_ + "/lm-2", dir_ + "/lm-1", 1e-2, 6);
+  const auto l1 = logged_losses(dir_ + "/lm-1"), l2 = logged_losses(dir_ + "/lm-2");
+  ASSERT_EQ(l1.size(), 1u);
+  ASSERT_EQ(l2.size(), 1u);
+  EXPECT_NEAR(l2[0], l1[0], 1e-5 * l1[0]);
 }
 
 TEST_F(DistributedTraining, GlobalBatchMustSplitEvenly) {
-  RunResult r = run_cli(train_lm("--out " + dir_ + "/lm-odd --batch-size 3 --nproc 2"));
+  RunResult r = run_cli(train_lm("--out " + dir_ + "/lm-odd --nproc 2", 3));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("must be a multiple of the world size 2"), std::string::npos) << r.err;
 }
