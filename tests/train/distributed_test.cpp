@@ -16,6 +16,7 @@
 #include "io/safetensors.h"
 #include "support/run_cli.h"
 #include "support/tiny_models.h"
+#include "support/train_log.h"
 #include "train/bpe_trainer.h"
 
 namespace dspark {
@@ -57,16 +58,7 @@ void expect_same_parameters(const std::string& run_a, const std::string& run_b, 
   EXPECT_LE(diff_sum, 1e-6 * abs_sum);
 }
 
-std::vector<double> logged_losses(const std::string& out) {
-  std::ifstream in(out + "/train/log.jsonl");
-  std::vector<double> losses;
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
-  }
-  return losses;
-}
+using testing::logged_losses;
 
 class DistributedTraining : public ::testing::Test {
  protected:
