@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config git xz-utils
   libtorch-dev
+  # c10d's Gloo process group (data-parallel training) includes the Gloo headers.
+  libgloo-dev
   # LibTorch's CPU matmuls go through libblas.so.3; without this the reference BLAS answers
   # (measured 13x slower on a 256-token forward). The OpenMP build shares LibTorch's libgomp.
   libopenblas0-openmp

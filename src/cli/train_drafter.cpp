@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/distributed_args.h"
 #include "cli/model_args.h"
 #include "io/atomic_file.h"
 #include "train/drafter_trainer.h"
@@ -25,11 +26,14 @@ struct TrainDrafterArgs {
   std::string layout = "native";
   int64_t mask_token_id = -1;
   RuntimeArgs runtime;
+  DistributedArgs dist;
 };
 
 int run_train_drafter(TrainDrafterArgs args) {
+  if (args.dist.launching()) return launch_local_ranks(args.dist.nproc, kLaunchGraceSeconds);
   LoadedModel loaded = load_model_dir(args.target_dir, args.runtime);
   DrafterTrainOptions& o = args.train;
+  o.dist = args.dist.options(args.runtime.device.rfind("cuda", 0) == 0);
   o.eos_ids = loaded.eos_ids;
   if (!args.config_path.empty())
     o.config = dspark_config_from_json(nlohmann::json::parse(io::read_text_file(args.config_path), nullptr, false),
@@ -78,7 +82,8 @@ int run_train_drafter(TrainDrafterArgs args) {
   if (o.config.target_layers.empty() && o.config.context == ContextMode::Layers)
     o.config.target_layers = DSparkConfig::dflash_layers(loaded.model->config().num_layers);
   const DrafterTrainResult r = train_drafter(*loaded.model, o);
-  std::cout << fmt::format("step {}/{}  loss {:.4f}  held-out tau_probabilistic {:.3f}  live greedy tau {:.3f}\n", r.step,
+  if (o.dist.rank == 0)
+    std::cout << fmt::format("step {}/{}  loss {:.4f}  held-out tau_probabilistic {:.3f}  live greedy tau {:.3f}\n", r.step,
                            r.total_steps, r.train_loss, r.eval.tau_probabilistic, r.eval.live_tau);
   return 0;
 }
@@ -129,6 +134,7 @@ Command add_train_drafter(CLI::App& root) {
                "running the target at every step");
   app->add_flag("--resume", o.resume, "continue the run in --out");
   args->runtime.add_to(app);
+  args->dist.add_to(app);
   return {app, [args] { return run_train_drafter(*args); }};
 }
 

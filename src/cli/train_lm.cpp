@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/distributed_args.h"
 #include "train/lm_trainer.h"
 
 namespace dspark::cli {
@@ -10,11 +11,15 @@ namespace {
 struct TrainLmArgs {
   LmTrainOptions train;
   RuntimeArgs runtime;
+  DistributedArgs dist;
 };
 
-int run_train_lm(const TrainLmArgs& args) {
+int run_train_lm(TrainLmArgs args) {
+  if (args.dist.launching()) return launch_local_ranks(args.dist.nproc, kLaunchGraceSeconds);
   args.runtime.apply();
+  args.train.dist = args.dist.options(false);
   const LmTrainResult r = train_lm(args.train);
+  if (args.dist.rank != 0) return 0;
   std::cout << fmt::format("step {}/{}  train loss {:.4f}", r.step, r.total_steps, r.train_loss);
   if (r.valid_loss >= 0) std::cout << fmt::format("  valid loss {:.4f}", r.valid_loss);
   std::cout << fmt::format("  {:.0f} s\n", r.seconds);
@@ -53,6 +58,7 @@ Command add_train_lm(CLI::App& root) {
   app->add_option("--eval-windows", o.eval_windows, "validation windows per pass")->capture_default_str();
   app->add_flag("--resume", o.resume, "continue the run in --out from its last checkpoint");
   app->add_option("-t,--threads", args->runtime.threads, "CPU threads (default: all cores)");
+  args->dist.add_to(app);
   return {app, [args] { return run_train_lm(*args); }};
 }
 

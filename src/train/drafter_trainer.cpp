@@ -15,6 +15,7 @@
 #include "io/atomic_file.h"
 #include "spec/dspark_source.h"
 #include "spec/speculative.h"
+#include "train/distributed.h"
 #include "train/lr_schedule.h"
 #include "train/regen.h"
 #include "train/token_file.h"
@@ -96,22 +97,34 @@ HiddenCache build_hidden_cache(Transformer& target, const DSparkDrafter& drafter
 }
 
 // `cached`: the samples' rows in a HiddenCache (same order as `samples`), or empty: run the target.
-Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::vector<const RegenSample*>& samples,
-                 int64_t A, int64_t max_len, std::mt19937_64& rng, const std::vector<const at::Tensor*>& cached = {}) {
+// `rows`: the rows [first, second) of the batch to build (a data-parallel rank's share; {0, 0}:
+// all). Anchors are drawn for every row, so a row's anchors do not depend on which rank builds it.
+Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::vector<const RegenSample*>& all_samples,
+                 int64_t A, int64_t max_len, std::mt19937_64& rng, const std::vector<const at::Tensor*>& all_cached = {},
+                 std::pair<int64_t, int64_t> rows = {0, 0}) {
   torch::NoGradGuard no_grad;
-  const int64_t B = int64_t(samples.size()), g = drafter.config().block_size;
-  at::Tensor tokens = padded_tokens(samples, max_len);  // [B, T]
+  const int64_t g = drafter.config().block_size;
+  if (rows.second <= rows.first) rows = {0, int64_t(all_samples.size())};
+  const std::vector<const RegenSample*> samples(all_samples.begin() + rows.first, all_samples.begin() + rows.second);
+  const std::vector<const at::Tensor*> cached =
+      all_cached.empty() ? all_cached
+                         : std::vector<const at::Tensor*>(all_cached.begin() + rows.first, all_cached.begin() + rows.second);
+  const int64_t B = int64_t(samples.size());
+  at::Tensor tokens = padded_tokens(samples, max_len);  // [B, T]: the rows built here
   const int64_t T = tokens.size(1);
   Batch batch;
   std::vector<int64_t> anchors(size_t(B * A), 0), labels(size_t(B * A * g), 0), prev(size_t(B * A * g), 0);
   std::vector<uint8_t> valid(size_t(B * A * g), 0);
-  for (int64_t b = 0; b < B; ++b) {
-    const auto& s = *samples[size_t(b)];
-    const int64_t len = std::min<int64_t>(T, int64_t(s.tokens.size()));
-    batch.tokens += len;
+  std::vector<int64_t> candidates;
+  for (int64_t row = 0; row < int64_t(all_samples.size()); ++row) {
+    const auto& s = *all_samples[size_t(row)];
+    const int64_t len = std::min<int64_t>(max_len, int64_t(s.tokens.size()));
+    const bool here = row >= rows.first && row < rows.second;
+    const int64_t b = row - rows.first;
+    if (here) batch.tokens += len;
     // Anchors inside the response with at least one label after them: n_prompt <= a <= len - 2.
     const int64_t lo = s.n_prompt, hi = len - 2;
-    std::vector<int64_t> candidates;
+    candidates.clear();
     for (int64_t a = lo; a <= hi; ++a) candidates.push_back(a);
     for (int64_t j = 0; j < A; ++j) {
       if (candidates.empty()) break;  // this sequence's blocks stay invalid
@@ -124,6 +137,7 @@ Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::v
       } else {
         a = candidates[size_t(rng() % candidates.size())];
       }
+      if (!here) continue;  // another rank's row: its draws only advance the generator
       anchors[size_t(b * A + j)] = a;
       for (int64_t k = 0; k < g; ++k) {
         const size_t at = size_t((b * A + j) * g + k);
@@ -229,6 +243,9 @@ DrafterEval evaluate_drafter(Transformer& target, DSparkDrafter& drafter, const 
 DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions& o) {
   if (o.batch_size < 1 || o.anchors < 1 || o.max_len < 2) fail("--batch-size, --anchors must be >= 1, --max-len >= 2");
   const auto run_start = Clock::now();
+  DataParallel dp(o.dist);
+  const std::pair<int64_t, int64_t> my_rows = dp.shard(o.batch_size);
+  const bool show = o.progress && dp.main();
   const fs::path out(o.out_dir), train_dir = out / "train";
   fs::create_directories(train_dir);
   const std::string state_path = (train_dir / "train_state.safetensors").string();
@@ -281,9 +298,11 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
   int64_t eval_every = o.eval_every > 0 ? o.eval_every : std::max<int64_t>(1, total_steps / 5);
 
   ShuffledOrder order(int64_t(samples.size()), o.seed);
-  std::ofstream log((train_dir / "log.jsonl").string(), std::ios::app);
+  std::ofstream log;
+  if (dp.main()) log.open((train_dir / "log.jsonl").string(), std::ios::app);
   auto checkpoint = [&] {
     if (budget && step < kSpeedProbeSteps) return;  // schedule length not known yet: nothing to resume
+    if (!dp.main()) return;
     save_train_state(state_path, params, optimizer,
                      {{"step", step}, {"total_steps", total_steps}, {"warmup", warmup}, {"identity", identity}});
     drafter.save(o.out_dir, torch::kBFloat16);
@@ -291,7 +310,7 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
   InterruptFlag interrupted;
   // Before the speed probe, so a time budget's schedule is measured on cached steps.
   const HiddenCache cache = o.cache_hidden ? build_hidden_cache(target, drafter, samples, o.batch_size, o.max_len,
-                                                                o.progress, interrupted)
+                                                                show, interrupted)
                                            : HiddenCache{};
   Progress progress("train", total_steps);
   progress.set_start(step);
@@ -303,10 +322,17 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
   double loss_sum = 0, tau_sum = 0;
   std::vector<double> accept_sum;  // teacher-forced acceptance per position since the last log line
   int64_t count = 0;
+  // Whether to stop before step `s`. With several ranks every rank must stop at the same step: the
+  // decision for the next step travels with each step's gradients.
+  auto want_stop = [&](int64_t s) {
+    return interrupted.raised() || (o.stop_at > 0 && s >= o.stop_at) ||
+           (!budget && o.minutes > 0 && seconds_since(run_start) > o.minutes * 60);
+  };
+  bool stop_agreed = o.stop_at > 0 && step >= o.stop_at;
+  const at::Tensor loss_position_weights = position_weights(o.config.block_size, o.loss.decay);
   while (step < total_steps) {
-    if (interrupted.raised() || (o.stop_at > 0 && step >= o.stop_at) ||
-        (!budget && o.minutes > 0 && seconds_since(run_start) > o.minutes * 60))
-      break;
+    if (dp.distributed() ? stop_agreed : want_stop(step)) break;
+    dp.fault_point(step);
     const double lr = warmup_cosine_lr(step, total_steps, warmup, o.lr, o.min_lr_ratio);
     for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     std::vector<const RegenSample*> chunk;
@@ -317,13 +343,36 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
       if (o.cache_hidden) cached.push_back(&cache.rows[i]);
     }
     std::mt19937_64 rng(o.seed * 7919 + uint64_t(step));  // anchors of step s: a function of (seed, s)
-    Batch batch = make_batch(target, drafter, chunk, o.anchors, o.max_len, rng, cached);
+    Batch batch = make_batch(target, drafter, chunk, o.anchors, o.max_len, rng, cached, my_rows);
     optimizer.zero_grad();
     auto fwd = drafter.forward_train(target, batch.features, batch.anchors, batch.anchor_tokens, batch.prev_tokens);
     DSparkLoss loss = dspark_loss(fwd.logits, fwd.conf_logits, batch.target_probs, batch.labels, batch.valid, o.loss);
-    const double loss_value = loss.total.item<double>();
+    double loss_value = loss.total.item<double>();
     if (!std::isfinite(loss_value)) fail("loss became {} at step {}; lower --lr", loss_value, step);
     loss.total.backward();
+    double tau = tau_probabilistic(loss.tv, batch.valid);
+    std::vector<double> accept = accept_rate_per_position(loss.tv, batch.valid);
+    int64_t step_tokens = batch.tokens;
+    if (dp.distributed()) {
+      // The loss is a weighted mean over this rank's valid positions, with normalizer n_r (the sum
+      // of their position weights). One process on the whole batch divides by N = sum_r n_r, so
+      // its gradient is sum_r n_r * grad_r / N: scale, sum over ranks, divide.
+      const double n_r = (loss_position_weights * batch.valid.to(torch::kFloat32)).sum().item<double>();
+      for (auto& p : all)
+        if (p.grad().defined()) p.grad().mul_(n_r);
+      std::vector<double> values = {n_r, loss_value * n_r, tau, double(batch.tokens), want_stop(step + 1) ? 1.0 : 0.0};
+      values.insert(values.end(), accept.begin(), accept.end());
+      const std::vector<double> sum = dp.sum_gradients(all, values);
+      const double N = sum[0], W = dp.world_size();
+      for (auto& p : all)
+        if (p.grad().defined()) p.grad().div_(std::max(N, 1e-8));
+      // Logged metrics: the loss over the whole batch; tau and acceptance as means of the ranks'.
+      loss_value = sum[1] / std::max(N, 1e-8);
+      tau = sum[2] / W;
+      step_tokens = int64_t(std::llround(sum[3]));
+      stop_agreed = sum[4] > 0;
+      for (size_t k = 0; k < accept.size(); ++k) accept[k] = sum[5 + k] / W;
+    }
     torch::nn::utils::clip_grad_norm_(all, o.grad_clip);
     optimizer.step();
     ++step;
@@ -331,13 +380,13 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
     if (budget && step == kSpeedProbeSteps) {
       const double per_step = seconds_since(probe_start) / double(kSpeedProbeSteps - kProbeSkipSteps);
       total_steps = std::max<int64_t>(step + 1, int64_t((o.minutes * 60 - seconds_since(run_start)) / per_step) + step);
+      total_steps = dp.broadcast_value(total_steps);  // rank 0's measurement sets every rank's schedule
       if (o.eval_every <= 0) eval_every = std::max<int64_t>(1, total_steps / 5);
       progress = Progress("train", total_steps);
     }
-    tokens_this_run += batch.tokens;
+    tokens_this_run += step_tokens;
     loss_sum += loss_value;
-    tau_sum += tau_probabilistic(loss.tv, batch.valid);
-    const std::vector<double> accept = accept_rate_per_position(loss.tv, batch.valid);
+    tau_sum += tau;
     if (accept_sum.empty()) accept_sum.assign(accept.size(), 0.0);
     for (size_t k = 0; k < accept.size(); ++k) accept_sum[k] += accept[k];
     ++count;
@@ -345,27 +394,33 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
     for (double a : accept_sum) accept_text += fmt::format("{}{:.2f}", std::exchange(sep, " "), a / double(count));
     const std::string metrics = fmt::format("loss {:.4f} | tau_p {:.2f} | acc@k {} | {:.0f} tok/s", loss_sum / count,
                                             tau_sum / count, accept_text, tokens_this_run / seconds_since(loop_start));
-    if (o.progress) progress.update(step, metrics);
+    if (show) progress.update(step, metrics);
     if (step % 10 == 0 || step == total_steps) {
-      log << json{{"step", step}, {"loss", loss_sum / count}, {"tau_probabilistic", tau_sum / count}, {"accept_rate", mean_of(accept_sum, count)}, {"lr", lr},
-                  {"ce", loss.ce.item<double>()}, {"l1", loss.l1.item<double>()}, {"bce", loss.bce.item<double>()}}
-                 .dump()
-          << "\n";
-      log.flush();
+      if (dp.main()) {  // with several ranks ce / l1 / bce are rank 0's share
+        log << json{{"step", step}, {"loss", loss_sum / count}, {"tau_probabilistic", tau_sum / count}, {"accept_rate", mean_of(accept_sum, count)}, {"lr", lr},
+                    {"ce", loss.ce.item<double>()}, {"l1", loss.l1.item<double>()}, {"bce", loss.bce.item<double>()}}
+                   .dump()
+            << "\n";
+        log.flush();
+      }
       result.train_loss = loss_sum / count;
       loss_sum = tau_sum = 0;
       std::fill(accept_sum.begin(), accept_sum.end(), 0.0);
       count = 0;
     }
+    // Every rank evaluates (the same numbers), so none waits at the next step's collective for
+    // longer than the timeout while rank 0 decodes.
     if ((step % eval_every == 0 && !(budget && step < kSpeedProbeSteps)) || step == total_steps) {
       result.eval = evaluate_drafter(target, drafter, eval, o);
-      log << json{{"step", step}, {"eval_tau_probabilistic", result.eval.tau_probabilistic},
-                  {"eval_accept_rate", result.eval.accept_rate}, {"live_tau", result.eval.live_tau},
-                  {"live_acceptance", result.eval.live_acceptance}}
-                 .dump()
-          << "\n";
-      log.flush();
-      if (o.progress) {
+      if (dp.main()) {
+        log << json{{"step", step}, {"eval_tau_probabilistic", result.eval.tau_probabilistic},
+                    {"eval_accept_rate", result.eval.accept_rate}, {"live_tau", result.eval.live_tau},
+                    {"live_acceptance", result.eval.live_acceptance}}
+                   .dump()
+            << "\n";
+        log.flush();
+      }
+      if (show) {
         progress.update(step, metrics, true);
         std::cerr << fmt::format("\nstep {}: held-out tau_probabilistic {:.3f}, live greedy tau {:.3f}\n", step,
                                  result.eval.tau_probabilistic, result.eval.live_tau);
@@ -378,7 +433,7 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
   }
   if (count > 0) result.train_loss = loss_sum / count;
   checkpoint();
-  if (o.progress) {
+  if (show) {
     progress.finish(fmt::format("loss {:.4f}", result.train_loss));
     std::cerr << fmt::format("{} at step {}/{}; drafter in {}\n",
                              step >= total_steps ? "finished" : "stopped (resume with --resume)", step, total_steps,

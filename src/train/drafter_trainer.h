@@ -7,6 +7,13 @@
 // sampling, acceptance per position) and a live one (greedy speculative decoding of their prompts,
 // the real tau) run every `eval_every` steps and at the end.
 //
+// Data parallel (`dist`, docs/drafter.md): `batch_size` is the global batch; each of W ranks
+// trains rows [r*B/W, (r+1)*B/W) of every step's batch (B must be a multiple of W), anchors are
+// drawn for the whole batch on every rank, and the gradients are summed weighted by each rank's
+// share of the loss normalizer, so W ranks take the step one process takes on the same batch.
+// Rank 0 alone writes the checkpoint, the drafter and the log; the checkpoint does not depend on
+// W, so a run resumes with any world size.
+//
 // Output directory: dspark.json + drafter.safetensors (bf16), train/train_state.safetensors,
 // train/log.jsonl. `resume` continues bit-exactly.
 #pragma once
@@ -17,6 +24,7 @@
 #include "drafter/dspark_config.h"
 #include "drafter/dspark_loss.h"
 #include "model/transformer.h"
+#include "train/distributed.h"
 
 namespace dspark {
 
@@ -48,6 +56,7 @@ struct DrafterTrainOptions {
   bool cache_hidden = false;
   bool resume = false;
   bool progress = true;
+  DistOptions dist;  // one process unless world_size > 1
 };
 
 struct DrafterEval {

@@ -16,6 +16,7 @@
 #include "model/transformer.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
+#include "train/distributed.h"
 #include "train/lr_schedule.h"
 #include "train/token_file.h"
 #include "train/train_state.h"
@@ -127,6 +128,9 @@ LmTrainResult train_lm(const LmTrainOptions& o) {
   if (o.steps <= 0 && o.minutes <= 0 && !o.resume) fail("give --steps N or --minutes M");
   if (!(o.lr > 0)) fail("--lr must be positive");
   const auto run_start = Clock::now();
+  DataParallel dp(o.dist);
+  const auto [row_begin, row_end] = dp.shard(o.batch_size);
+  const bool show = o.progress && dp.main();
   const fs::path out(o.out_dir), train_dir = out / "train";
   fs::create_directories(train_dir);
   const std::string state_path = (train_dir / "train_state.safetensors").string();
@@ -150,11 +154,11 @@ LmTrainResult train_lm(const LmTrainOptions& o) {
 
   // Corpus -> token files.
   const TokenFile train_data = tokenize_corpus(o.corpus, o.corpus_options, *tokenizer, *eot, tokenizer_fp,
-                                               (train_dir / "train.tokens").string(), o.progress);
+                                               (train_dir / "train.tokens").string(), show);
   std::optional<TokenFile> valid_data;
   if (!o.valid_corpus.empty())
     valid_data = tokenize_corpus(o.valid_corpus, o.corpus_options, *tokenizer, *eot, tokenizer_fp,
-                                 (train_dir / "valid.tokens").string(), o.progress);
+                                 (train_dir / "valid.tokens").string(), show);
   if (train_data.size() < o.seq_len + 1)
     fail("training corpus has {} tokens, fewer than one window of {}", train_data.size(), o.seq_len + 1);
   const uint64_t data_fp = train_data.info().tokenizer_fingerprint ^ uint64_t(train_data.size());
@@ -194,14 +198,15 @@ LmTrainResult train_lm(const LmTrainOptions& o) {
     if (o.steps > 0 && o.steps != saved_total)
       fail("--steps {} differs from the resumed run's {}", o.steps, saved_total);
     total_steps = saved_total;
-  } else if (o.resume && o.progress) {
+  } else if (o.resume && show) {
     std::cerr << "no checkpoint in " << o.out_dir << ", starting a new run\n";
   }
   if (total_steps <= 0 && o.minutes <= 0) fail("give --steps N or --minutes M");
 
   WindowSampler sampler(train_data.size(), o.seq_len, o.seed);
   const int64_t eval_every_default = std::max<int64_t>(1, (total_steps > 0 ? total_steps : 1000) / 10);
-  std::ofstream log((train_dir / "log.jsonl").string(), std::ios::app);
+  std::ofstream log;
+  if (dp.main()) log.open((train_dir / "log.jsonl").string(), std::ios::app);
 
   auto export_model = [&] {
     json config_json = json::parse(config_text);
@@ -211,6 +216,7 @@ LmTrainResult train_lm(const LmTrainOptions& o) {
     write_model_dir(out.string(), config_json, model.weights(), parse_dtype(o.save_dtype));
   };
   auto checkpoint = [&] {
+    if (!dp.main()) return;
     save_train_state(state_path, params, optimizer,
                      {{"step", step}, {"total_steps", total_steps}, {"identity", identity}});
     export_model();
@@ -225,52 +231,77 @@ LmTrainResult train_lm(const LmTrainOptions& o) {
   int64_t loss_count = 0, tokens_this_run = 0;
   const auto loop_start = Clock::now();
   const int64_t start_step = step;
+  // Whether to stop before step `s`. With several ranks every rank must stop at the same step: the
+  // decision for the next step travels with each step's gradients.
+  auto want_stop = [&](int64_t s) {
+    return (o.minutes > 0 && seconds_since(run_start) > o.minutes * 60) || interrupted.raised() ||
+           (o.stop_at > 0 && s >= o.stop_at);
+  };
+  bool stop_agreed = o.stop_at > 0 && step >= o.stop_at;
   while (total_steps <= 0 || step < total_steps) {
     // Budget in minutes: the first steps measure the speed and fix the schedule length.
-    if (o.minutes > 0 && seconds_since(run_start) > o.minutes * 60) break;
-    if (interrupted.raised()) break;
-    if (o.stop_at > 0 && step >= o.stop_at) break;
+    if (dp.distributed() ? stop_agreed : want_stop(step)) break;
+    dp.fault_point(step);
     const int64_t warmup = o.warmup_steps >= 0 ? o.warmup_steps : std::min<int64_t>(200, std::max<int64_t>(total_steps, 100) / 20);
     const double lr = warmup_cosine_lr(step, std::max<int64_t>(total_steps, 1), warmup, o.lr, o.min_lr_ratio);
     for (auto& group : optimizer.param_groups())
       static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
 
-    auto [inputs, targets] = batch_tensors(train_data, sampler.batch(step, o.batch_size), o.seq_len);
+    const std::vector<int64_t> starts = sampler.batch(step, o.batch_size);
+    auto [inputs, targets] = batch_tensors(
+        train_data, std::vector<int64_t>(starts.begin() + row_begin, starts.begin() + row_end), o.seq_len);
     optimizer.zero_grad();
     at::Tensor loss = summed_lm_loss(model, inputs, targets) / double(targets.numel());
-    const double loss_value = loss.item<double>();
+    double loss_value = loss.item<double>();
     if (!std::isfinite(loss_value)) fail("loss became {} at step {}; lower --lr", loss_value, step);
     loss.backward();
+    int64_t step_tokens = inputs.numel();
+    if (dp.distributed()) {
+      // Every rank's loss is a mean over the same number of tokens: the mean of the ranks'
+      // gradients is the gradient of the whole batch's mean loss.
+      const std::vector<double> sum =
+          dp.sum_gradients(all_params, {loss_value, double(step_tokens), want_stop(step + 1) ? 1.0 : 0.0});
+      for (auto& p : all_params)
+        if (p.grad().defined()) p.grad().div_(double(dp.world_size()));
+      loss_value = sum[0] / dp.world_size();
+      step_tokens = int64_t(std::llround(sum[1]));
+      stop_agreed = sum[2] > 0;
+    }
     torch::nn::utils::clip_grad_norm_(all_params, o.grad_clip);
     optimizer.step();
     ++step;
     loss_sum += loss_value;
     ++loss_count;
-    tokens_this_run += inputs.numel();
+    tokens_this_run += step_tokens;
 
     if (total_steps <= 0 && step - start_step == 5) {
       // Schedule length from the budget: the speed of steps 2..5 of this run.
       const double per_step = seconds_since(loop_start) / 5.0;
       total_steps = std::max<int64_t>(step + 1, int64_t((o.minutes * 60 - seconds_since(run_start)) / per_step) + step);
+      total_steps = dp.broadcast_value(total_steps);  // rank 0's measurement sets every rank's schedule
       progress = Progress("train-lm", total_steps);
       progress.set_start(start_step);
     }
     const double tok_s = double(tokens_this_run) / seconds_since(loop_start);
     const std::string metrics = fmt::format("loss {:.3f} | lr {:.2e} | {:.0f} tok/s", loss_sum / loss_count, lr, tok_s);
-    if (o.progress) progress.update(step, metrics);
+    if (show) progress.update(step, metrics);
     if (step % 10 == 0 || step == total_steps) {
-      log << json{{"step", step}, {"loss", loss_sum / loss_count}, {"lr", lr}, {"tokens_per_second", tok_s}}.dump() << "\n";
-      log.flush();
+      if (dp.main())
+        log << json{{"step", step}, {"loss", loss_sum / loss_count}, {"lr", lr}, {"tokens_per_second", tok_s}}.dump() << "\n";
+      if (dp.main()) log.flush();
       result.train_loss = loss_sum / loss_count;
       loss_sum = 0;
       loss_count = 0;
     }
     const int64_t eval_every = o.eval_every > 0 ? o.eval_every : eval_every_default;
     if (valid_data && (step % eval_every == 0 || step == total_steps)) {
+      // Every rank evaluates (the same number), so none waits at the next collective meanwhile.
       result.valid_loss = evaluate(model, *valid_data, o.seq_len, o.eval_windows, o.batch_size);
-      log << json{{"step", step}, {"valid_loss", result.valid_loss}}.dump() << "\n";
-      log.flush();
-      if (o.progress) {
+      if (dp.main()) {
+        log << json{{"step", step}, {"valid_loss", result.valid_loss}}.dump() << "\n";
+        log.flush();
+      }
+      if (show) {
         progress.update(step, metrics, true);
         std::cerr << fmt::format("\nstep {}: validation loss {:.4f} nats/token\n", step, result.valid_loss);
       }
@@ -282,7 +313,7 @@ LmTrainResult train_lm(const LmTrainOptions& o) {
   }
   if (loss_count > 0) result.train_loss = loss_sum / loss_count;
   checkpoint();
-  if (o.progress) {
+  if (show) {
     progress.finish(fmt::format("loss {:.3f}", result.train_loss));
     std::cerr << fmt::format("{} at step {}/{}; model in {}\n",
                              step >= total_steps ? "finished" : "stopped (resume with --resume)", step, total_steps,

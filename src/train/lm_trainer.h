@@ -9,12 +9,18 @@
 //   train/log.jsonl                             loss, lr, tokens/s and validation loss by step
 // The model files are rewritten at every checkpoint, so an interrupted run still leaves a usable
 // model; `resume` continues bit-exactly from the last checkpoint.
+//
+// Data parallel (`dist`): `batch_size` is the global batch; rank r of W reads windows
+// [r*B/W, (r+1)*B/W) of every step's batch (B a multiple of W) and the gradients are averaged, so
+// W ranks take the step one process takes. Rank 0 alone writes; the checkpoint does not depend on
+// W (resume with any world size). Every rank tokenizes the corpus (atomic writes of the same file).
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "train/corpus.h"
+#include "train/distributed.h"
 
 namespace dspark {
 
@@ -46,6 +52,7 @@ struct LmTrainOptions {
   int64_t eval_windows = 64;   // validation windows of seq_len tokens
   bool resume = false;
   bool progress = true;
+  DistOptions dist;  // one process unless world_size > 1
 };
 
 struct LmTrainResult {

@@ -1,6 +1,7 @@
 #include "train/train_state.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include "io/safetensors.h"
 #include "util/error.h"
@@ -8,7 +9,13 @@
 namespace dspark {
 namespace {
 
+// The optimizer's per-parameter state is keyed by the parameter's TensorImpl: as a string in
+// LibTorch 1.x, as the pointer itself in 2.x.
+#if TORCH_VERSION_MAJOR >= 2
+void* state_key(const at::Tensor& p) { return p.unsafeGetTensorImpl(); }
+#else
 std::string state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+#endif
 
 at::Tensor view_f32(const io::TensorView& view, const at::Tensor& like, const std::string& path) {
   if (view.dtype != io::DType::F32) fail("{}: tensor {} is not F32", path, view.name);

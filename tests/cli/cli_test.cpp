@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sys/wait.h>
 
+#include "support/run_cli.h"
 #include "support/tiny_models.h"
 #include "drafter/dspark_drafter.h"
 #include "model/transformer.h"
@@ -18,32 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-RunResult run_cli(const std::string& arguments) {
-  const char* cli = std::getenv("DSPARK_CLI");
-  const std::string binary = cli ? cli : std::string(DSPARK_BINARY_DIR) + "/dspark";
-  const std::string err_file = testing::temp_dir("cli-err") + "/stderr";
-  const std::string command = binary + " " + arguments + " 2>" + err_file;
-  RunResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buffer{};
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_file);
-  result.err.assign(std::istreambuf_iterator<char>(err), {});
-  return result;
-}
-
-bool is_one_line_error(const RunResult& r) {
-  return r.exit_code != 0 && r.err.rfind("error: ", 0) == 0 && r.err.find('\n') == r.err.size() - 1;
-}
+using testing::is_one_line_error;
+using testing::run_cli;
+using testing::RunResult;
 
 class CliTest : public ::testing::Test {
  protected:

@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "spec/speculative.h"
 #include "support/tiny_models.h"
+#include "support/train_log.h"
 #include "train/drafter_trainer.h"
 #include "util/error.h"
 
@@ -320,16 +321,7 @@ DrafterTrainOptions train_options(const std::string& data, const std::string& ou
   return o;
 }
 
-std::vector<double> losses(const std::string& out) {
-  std::ifstream in(out + "/train/log.jsonl");
-  std::vector<double> v;
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) v.push_back(j["loss"].get<double>());
-  }
-  return v;
-}
+std::vector<double> losses(const std::string& out) { return testing::logged_losses(out); }
 
 // Parameters and optimizer state of two runs are bit-identical.
 void expect_same_train_state(const std::string& run_a, const std::string& run_b) {

@@ -11,6 +11,7 @@
 #include "io/safetensors.h"
 #include "model/transformer.h"
 #include "support/tiny_models.h"
+#include "support/train_log.h"
 #include "train/bpe_trainer.h"
 #include "util/error.h"
 #include "train/lm_trainer.h"
@@ -65,16 +66,7 @@ LmTrainOptions options_for(const TinySetup& s, const std::string& out, int64_t s
   return o;
 }
 
-std::vector<double> logged_losses(const std::string& out) {
-  std::ifstream in(out + "/train/log.jsonl");
-  std::vector<double> losses;
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
-  }
-  return losses;
-}
+using testing::logged_losses;
 
 TEST(LmTrainer, FewStepsLowerTheLossAndExportALoadableModel) {
   at::set_num_threads(1);
