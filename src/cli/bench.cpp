@@ -73,6 +73,8 @@ struct Method {
   std::unique_ptr<Drafter> drafter;
   SpecOptions options;
   std::shared_ptr<VerifySetup> setup = std::make_shared<VerifySetup>();
+  // One per method for the whole run (auto mode), as a long-running process keeps it.
+  std::shared_ptr<SpeculationGovernor> governor = std::make_shared<SpeculationGovernor>();
   SpecStats stats;
   int64_t tokens = 0;        // generated tokens after the first of each prompt
   double decode_seconds = 0;
@@ -124,6 +126,7 @@ int run_bench(const BenchArgs& args) {
     // Everything but the verify policy is shared; DSpark drafters keep their own policy.
     const SpecOptions own = m.options;
     m.options = o;
+    m.options.governor = m.governor.get();
     if (m.kind == "dspark" || m.kind == "dflash") {
       m.options.verify = own.verify;
       m.options.calibration = own.calibration;

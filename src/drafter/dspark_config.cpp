@@ -87,14 +87,22 @@ ContextMode parse_context_mode(const std::string& name) {
 }
 
 json to_json(const DSparkConfig& c) {
-  return {{"block_size", c.block_size}, {"width", c.width}, {"num_layers", c.num_layers},
-          {"num_heads", c.num_heads}, {"num_kv_heads", c.kv_heads()}, {"head_dim", c.head_dim}, {"ffn_size", c.ffn_size},
-          {"markov", markov_kind_name(c.markov)}, {"markov_rank", c.markov_rank},
-          {"confidence", c.confidence}, {"context", context_mode_name(c.context)},
-          {"target_layers", c.target_layers}, {"target_width", c.target_width},
-          {"mask_token_id", c.mask_token_id}, {"confidence_with_markov", c.confidence_with_markov},
-          {"sample_from_anchor", c.sample_from_anchor}, {"rope_theta", c.rope_theta},
-          {"rms_norm_eps", c.rms_norm_eps}, {"init_std", c.init_std}};
+  json j = {{"block_size", c.block_size}, {"width", c.width}, {"num_layers", c.num_layers},
+            {"num_heads", c.num_heads}, {"head_dim", c.head_dim}, {"ffn_size", c.ffn_size},
+            {"markov", markov_kind_name(c.markov)}, {"markov_rank", c.markov_rank},
+            {"confidence", c.confidence}, {"context", context_mode_name(c.context)},
+            {"target_layers", c.target_layers}, {"rope_theta", c.rope_theta},
+            {"rms_norm_eps", c.rms_norm_eps}, {"init_std", c.init_std}};
+  // The DeepSpec-layout options only when they differ from the defaults: a drafter's JSON, and
+  // with it its fingerprint (which calibration files are checked against), stays what it was
+  // before these options existed.
+  const DSparkConfig d;
+  if (c.kv_heads() != c.num_heads) j["num_kv_heads"] = c.kv_heads();
+  if (c.target_width != d.target_width) j["target_width"] = c.target_width;
+  if (c.mask_token_id != d.mask_token_id) j["mask_token_id"] = c.mask_token_id;
+  if (c.confidence_with_markov != d.confidence_with_markov) j["confidence_with_markov"] = c.confidence_with_markov;
+  if (c.sample_from_anchor != d.sample_from_anchor) j["sample_from_anchor"] = c.sample_from_anchor;
+  return j;
 }
 
 DSparkConfig dspark_config_from_json(const json& j, const std::string& source) {

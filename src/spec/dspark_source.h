@@ -1,5 +1,7 @@
 // A DSpark (or DFlash) drafter behind the Drafter interface: keeps the drafter's context keys and
-// values in step with the target's accepted prefix.
+// values in step with the target's accepted prefix. The context grows lazily: commit() keeps the
+// accepted positions' target hidden states and the next propose() adds them all in one call, so
+// steps that do not draft (auto mode deciding that plain decoding is faster) cost no drafter time.
 #pragma once
 #include <memory>
 
@@ -20,7 +22,9 @@ class DSparkSource : public Drafter {
   const DSparkDrafter& drafter() const { return *drafter_; }
 
  private:
-  at::Tensor features(const ChunkOutput& out, int64_t rows) const;
+  at::Tensor hidden(const ChunkOutput& out, int64_t rows) const;  // the first `rows` positions' taps
+  void flush_pending();
+  std::vector<at::Tensor> pending_;  // taps of accepted positions not yet in the context
   std::shared_ptr<DSparkDrafter> drafter_;
   Transformer& target_;
   std::string label_;

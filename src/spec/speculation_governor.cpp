@@ -18,12 +18,15 @@ double SpeculationGovernor::predicted_spec(int64_t requests, const SpsProfile& s
 }
 
 bool SpeculationGovernor::should_draft(int64_t requests, const SpsProfile& sps) {
+  probing_ = false;
   if (!seen_ || predicted_spec(requests, sps) >= predicted_plain(requests, sps)) {
     since_probe_ = 0;
+    backoff_ = 1;
     return true;
   }
-  if (++since_probe_ >= probe_every_) {
+  if (++since_probe_ >= probe_every_ * backoff_) {
     since_probe_ = 0;
+    probing_ = true;
     return true;
   }
   ++skipped_total_;
@@ -31,6 +34,10 @@ bool SpeculationGovernor::should_draft(int64_t requests, const SpsProfile& sps) 
 }
 
 void SpeculationGovernor::observe(double draft_seconds, double tokens, double verified) {
+  if (!warmed_up_) {
+    warmed_up_ = true;
+    return;
+  }
   if (!seen_) {
     draft_seconds_ = draft_seconds;
     tokens_ = tokens;
@@ -41,6 +48,8 @@ void SpeculationGovernor::observe(double draft_seconds, double tokens, double ve
   draft_seconds_ += kAlpha * (draft_seconds - draft_seconds_);
   tokens_ += kAlpha * (tokens - tokens_);
   verified_ += kAlpha * (verified - verified_);
+  // A probe that still says "plain": wait longer before the next one.
+  if (probing_) backoff_ = std::min(backoff_ * 2, kMaxBackoff);
 }
 
 }  // namespace dspark

@@ -11,7 +11,9 @@
 //   spec:  R tau tokens in R t_draft + 1 / SPS(R, R (1 + l)) seconds
 //
 // When plain is faster it skips drafting (every sequence verifies its anchor alone, exactly plain
-// decoding), drafting again every `probe_every` steps to keep the means current. The decision
+// decoding), drafting again after `probe_every` steps to keep the means current; every probe that
+// confirms plain decoding doubles that interval (up to 16x), one that favours drafting resets it.
+// The first drafted step only warms up (allocations, caches) and is not counted. The decision
 // uses only past steps, never the current drafts, so verification stays lossless.
 #pragma once
 #include <cstdint>
@@ -36,8 +38,12 @@ class SpeculationGovernor {
   int64_t skipped_steps() const { return skipped_total_; }
 
  private:
-  static constexpr double kAlpha = 0.1;  // weight of the newest step in the running means
+  static constexpr double kAlpha = 0.25;  // weight of the newest step in the running means
+  static constexpr int64_t kMaxBackoff = 16;
   int64_t probe_every_;
+  int64_t backoff_ = 1;        // the current interval is probe_every_ * backoff_
+  bool warmed_up_ = false;
+  bool probing_ = false;       // the step being observed was a probe
   bool seen_ = false;
   double draft_seconds_ = 0, tokens_ = 0, verified_ = 0;
   int64_t since_probe_ = 0, skipped_total_ = 0;

@@ -73,9 +73,9 @@ SpecResult generate_speculative(Transformer& target, Drafter* drafter, const std
   // One sequence through the same step the server batches (spec/decode_step.h): the prompt in
   // one chunk, then draft / verify until done.
   SpecSequence sequence(target, drafter, prompt, o, on_token);
-  SpeculationGovernor governor;
+  SpeculationGovernor fresh;
   StepOptions step;
-  step.governor = &governor;
+  step.governor = o.governor ? o.governor : &fresh;
   while (!sequence.done()) decode_step(target, {&sequence}, step);
   return sequence.take_result();
 }

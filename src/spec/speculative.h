@@ -13,6 +13,7 @@
 #include "spec/calibration.h"
 #include "spec/drafter.h"
 #include "spec/scheduler.h"
+#include "spec/speculation_governor.h"
 
 namespace dspark {
 
@@ -33,6 +34,10 @@ struct SpecOptions {
   double conf_min = 0.5;
   const Calibration* calibration = nullptr;  // STS temperatures (sts, auto); null: raw confidences
   const SpsProfile* sps = nullptr;           // measured cost curve (auto; required there)
+  // Auto mode: what past steps say about whether drafting pays (spec/speculation_governor.h).
+  // Pass one that lives across calls (a benchmark, a session) so that it keeps what it learnt;
+  // null: a fresh one per call.
+  SpeculationGovernor* governor = nullptr;
   // Called after every verify step with the verified proposal and the accepted count (calibration).
   std::function<void(const DraftProposal&, int64_t accepted)> on_verify;
 };

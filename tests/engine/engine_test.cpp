@@ -223,18 +223,27 @@ TEST(SpeculationGovernor, DraftsOnlyWhenItPaysAndProbes) {
   p.steps_per_second = {1000, 900, 800, 700, 600, 500, 450, 400};  // 1 ms for one token, 2.5 ms for 8
   SpeculationGovernor g(4);
   EXPECT_TRUE(g.should_draft(1, p));  // nothing observed yet
-  // Cheap drafter, tau 3 with 7 verified: 3 tokens in 0.1 + 2.5 ms beats 1 token per ms.
+  // Cheap drafter, tau 3 with 7 verified: 3 tokens in 0.1 + 2.5 ms beats 1 token per ms. (The
+  // first observed step is a warm-up and does not count.)
+  g.observe(0.5, 1.0, 7.0);
+  EXPECT_TRUE(g.should_draft(1, p));
   g.observe(0.0001, 3.0, 7.0);
   EXPECT_GT(g.predicted_spec(1, p), g.predicted_plain(1, p));
   EXPECT_TRUE(g.should_draft(1, p));
   // The drafter becomes expensive (3 ms per block): plain wins; drafting resumes every 4th step.
   SpeculationGovernor slow(4);
   slow.observe(0.003, 3.0, 7.0);
+  slow.observe(0.003, 3.0, 7.0);
   EXPECT_LT(slow.predicted_spec(1, p), slow.predicted_plain(1, p));
   std::vector<bool> decisions;
   for (int i = 0; i < 8; ++i) decisions.push_back(slow.should_draft(1, p));
   EXPECT_EQ(decisions, (std::vector<bool>{false, false, false, true, false, false, false, true}));
   EXPECT_EQ(slow.skipped_steps(), 6);
+  // A probe that confirms plain decoding doubles the interval to the next one.
+  slow.observe(0.003, 3.0, 7.0);
+  decisions.clear();
+  for (int i = 0; i < 8; ++i) decisions.push_back(slow.should_draft(1, p));
+  EXPECT_EQ(decisions, (std::vector<bool>{false, false, false, false, false, false, false, true}));
 }
 
 // Auto verification with a drafter that never pays: the engine decodes plainly (probing now and
