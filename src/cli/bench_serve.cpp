@@ -42,14 +42,13 @@ struct Config {
   std::string name;  // plain | <kind>-<verify>
   SpecOptions base;
   std::shared_ptr<VerifySetup> setup = std::make_shared<VerifySetup>();
-  std::unique_ptr<Engine> engine;
-  std::unique_ptr<serve::Server> server;
 };
 
 struct LevelResult {
   double seconds = 0;
   int64_t completion_tokens = 0, requests = 0, failed = 0;
   double per_request_tps_sum = 0;
+  double latency_sum = 0, prompt_ms_sum = 0, predicted_ms_sum = 0;  // over successful requests
   int64_t draft_n = 0, draft_accepted = 0, verify_steps = 0;
   std::map<size_t, std::string> texts;  // prompt index -> text (first seen)
 };
@@ -65,6 +64,8 @@ LevelResult run_level(int port, const std::vector<std::string>& prompts, int64_t
     threads.emplace_back([&] {
       httplib::Client client("127.0.0.1", port);
       client.set_read_timeout(600, 0);
+      client.set_tcp_nodelay(true);
+      client.set_keep_alive(true);
       for (int64_t i = next++; i < total; i = next++) {
         const size_t p = size_t(i) % prompts.size();
         json body = {{"prompt", prompts[p]}, {"max_tokens", a.max_new}, {"temperature", a.temperature}, {"seed", int64_t(i)}};
@@ -86,6 +87,9 @@ LevelResult run_level(int port, const std::vector<std::string>& prompts, int64_t
         r.completion_tokens += n;
         r.per_request_tps_sum += s > 0 ? double(n) / s : 0.0;
         const json& t = out["timings"];
+        r.latency_sum += s;
+        r.prompt_ms_sum += t["prompt_ms"].get<double>();
+        r.predicted_ms_sum += t["predicted_ms"].get<double>();
         if (t.contains("draft_n")) {
           r.draft_n += t["draft_n"].get<int64_t>();
           r.draft_accepted += t["draft_n_accepted"].get<int64_t>();
@@ -124,28 +128,40 @@ int run_bench_serve(const BenchServeArgs& args) {
   }
   EngineOptions eo;
   eo.slots = max_clients;
-  for (auto& c : configs) {
-    c.base.eos_ids = loaded.eos_ids;
-    c.engine = std::make_unique<Engine>(target, c.name == "plain" ? none : drafters, c.base, eo);
-    serve::ServerOptions so;
-    so.port = 0;
-    c.server = std::make_unique<serve::Server>(*c.engine, target, *loaded.tokenizer, serve::load_chat_template(args.model_dir),
-                                               loaded.eos_ids, so);
-    c.server->start();
-  }
-  // Warm-up: one request per configuration.
+  // One configuration's server at a time, each started fresh and warmed up with one request.
   BenchServeArgs warm = args;
   warm.requests_per_client = 1;
-  for (auto& c : configs) run_level(c.server->port(), prompts, 1, warm);
+  // The engine loop runs on this thread (the one that loaded the model, see EngineOptions::
+  // own_thread); the clients on others.
+  eo.own_thread = false;
+  auto run_config = [&](Config& c, int64_t clients) {
+    c.base.eos_ids = loaded.eos_ids;
+    Engine engine(target, c.name == "plain" ? none : drafters, c.base, eo);
+    serve::ServerOptions so;
+    so.port = 0;
+    serve::Server server(engine, target, *loaded.tokenizer, serve::load_chat_template(args.model_dir), loaded.eos_ids, so);
+    const int port = server.start();
+    LevelResult r;
+    std::thread load([&] {
+      run_level(port, prompts, 1, warm);
+      r = run_level(port, prompts, clients, args);
+      engine.shutdown(false, std::chrono::milliseconds(0));
+    });
+    engine.run();
+    load.join();
+    server.stop();
+    return r;
+  };
 
   json results = json::array();
   for (int64_t clients : args.concurrency) {
     std::vector<LevelResult> level;
-    for (auto& c : configs) level.push_back(run_level(c.server->port(), prompts, clients, args));
+    for (auto& c : configs) level.push_back(run_config(c, clients));
     const double plain_tps = level[0].seconds > 0 ? double(level[0].completion_tokens) / level[0].seconds : 0.0;
     for (size_t i = 0; i < configs.size(); ++i) {
       const LevelResult& r = level[i];
       const double tps = r.seconds > 0 ? double(r.completion_tokens) / r.seconds : 0.0;
+      const int64_t ok = r.requests - r.failed;
       int64_t mismatches = 0;
       if (args.temperature <= 0)
         for (const auto& [p, text] : r.texts)
@@ -159,6 +175,10 @@ int run_bench_serve(const BenchServeArgs& args) {
                   {"tokens_per_second", tps},
                   {"per_request_tokens_per_second", r.requests > r.failed ? r.per_request_tps_sum / double(r.requests - r.failed) : 0.0},
                   {"speedup", plain_tps > 0 ? tps / plain_tps : 0.0},
+                  // Where a request's time goes: in the queue and HTTP, prompt, generation.
+                  {"mean_latency_ms", ok > 0 ? 1e3 * r.latency_sum / double(ok) : 0.0},
+                  {"mean_prompt_ms", ok > 0 ? r.prompt_ms_sum / double(ok) : 0.0},
+                  {"mean_predicted_ms", ok > 0 ? r.predicted_ms_sum / double(ok) : 0.0},
                   {"tau", r.verify_steps > 0 ? double(r.verify_steps + r.draft_accepted) / double(r.verify_steps) : 0.0},
                   {"n_drafted", r.draft_n},
                   {"n_accepted", r.draft_accepted}};
@@ -166,10 +186,6 @@ int run_bench_serve(const BenchServeArgs& args) {
       results.push_back(row);
     }
     if (!args.json_output) std::cerr << fmt::format("concurrency {} done\n", clients);
-  }
-  for (auto& c : configs) {
-    c.engine->shutdown(false, std::chrono::milliseconds(0));
-    c.server->stop();
   }
   if (args.json_output) {
     std::cout << json{{"model", args.model_dir}, {"drafter", drafters.label()}, {"max_tokens", args.max_new},
@@ -181,16 +197,17 @@ int run_bench_serve(const BenchServeArgs& args) {
   }
   std::cout << fmt::format("{} prompts, max_tokens {}, temperature {}, {} requests per client, drafter {}\n",
                            prompts.size(), args.max_new, args.temperature, args.requests_per_client, drafters.label());
-  std::cout << fmt::format("{:>5} {:<14} {:>10} {:>12} {:>8} {:>6}  {}\n", "conc", "config", "tok/s", "req tok/s",
-                           "speedup", "tau", "notes");
+  std::cout << fmt::format("{:>5} {:<14} {:>10} {:>12} {:>8} {:>6} {:>10} {:>10} {:>10}  {}\n", "conc", "config", "tok/s",
+                           "req tok/s", "speedup", "tau", "latency", "prompt", "generate", "notes");
   for (const auto& r : results) {
     std::string notes;
     if (r["failed"].get<int64_t>() > 0) notes += fmt::format("{} FAILED ", r["failed"].get<int64_t>());
     if (r.contains("outputs_match_plain") && !r["outputs_match_plain"].get<bool>()) notes += "OUTPUT MISMATCH";
-    std::cout << fmt::format("{:>5} {:<14} {:>10.1f} {:>12.1f} {:>7.2f}x {:>6.2f}  {}\n", r["concurrency"].get<int64_t>(),
-                             r["config"].get<std::string>(), r["tokens_per_second"].get<double>(),
-                             r["per_request_tokens_per_second"].get<double>(), r["speedup"].get<double>(),
-                             r["tau"].get<double>(), notes);
+    std::cout << fmt::format("{:>5} {:<14} {:>10.1f} {:>12.1f} {:>7.2f}x {:>6.2f} {:>8.1f}ms {:>8.1f}ms {:>8.1f}ms  {}\n",
+                             r["concurrency"].get<int64_t>(), r["config"].get<std::string>(),
+                             r["tokens_per_second"].get<double>(), r["per_request_tokens_per_second"].get<double>(),
+                             r["speedup"].get<double>(), r["tau"].get<double>(), r["mean_latency_ms"].get<double>(),
+                             r["mean_prompt_ms"].get<double>(), r["mean_predicted_ms"].get<double>(), notes);
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 // dspark serve: the OpenAI-compatible server (src/serve) over the continuous-batching engine.
 #include <csignal>
 #include <iostream>
+#include <thread>
 
 #include "cli/command.h"
 #include "cli/model_args.h"
@@ -52,7 +53,10 @@ int run_serve(const ServeArgs& args) {
                  args.calibration, /*quiet=*/false, args.engine.slots);
   serve::ModelChatTemplate chat = serve::load_chat_template(args.model_dir);
 
-  Engine engine(target, drafters, base, args.engine);
+  // The engine's loop runs on this thread, the one that loaded the model (EngineOptions::own_thread).
+  EngineOptions eo = args.engine;
+  eo.own_thread = false;
+  Engine engine(target, drafters, base, eo);
   serve::ServerOptions so;
   so.host = args.host;
   so.port = args.port;
@@ -66,17 +70,20 @@ int run_serve(const ServeArgs& args) {
                            drafters.plain() ? "none" : verify_names[int(base.verify)], args.engine.slots, engine.context())
             << std::flush;
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  std::cerr << "dspark serve: stopping (finishing running requests; again to cancel them)\n";
-  // Running requests get a grace period; a second signal cancels them at once.
-  std::thread second([&] {
-    int again = 0;
-    sigwait(&signals, &again);
-    engine.shutdown(/*drain=*/false, std::chrono::milliseconds(0));
+  std::thread stopper([&] {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    std::cerr << "dspark serve: stopping (finishing running requests; again to cancel them)\n";
+    // Running requests get a grace period; a second signal cancels them at once.
+    std::thread([&] {
+      int again = 0;
+      sigwait(&signals, &again);
+      engine.shutdown(/*drain=*/false, std::chrono::milliseconds(0));
+    }).detach();
+    engine.shutdown(/*drain=*/true, std::chrono::seconds(30));
   });
-  second.detach();
-  engine.shutdown(/*drain=*/true, std::chrono::seconds(30));
+  engine.run();  // until the stopper has shut the engine down
+  stopper.join();
   server.stop();
   std::cerr << "dspark serve: stopped\n";
   return 0;

@@ -67,7 +67,15 @@ Engine::Engine(Transformer& target, const DrafterFactory& drafters, SpecOptions 
   if (options_.context < 0) fail("--ctx must be >= 0 (got {})", options_.context);
   if (options_.prefill_chunk < 1 || options_.prefill_budget < 1) fail("prefill chunk and budget must be >= 1");
   context_ = options_.context > 0 ? std::min(options_.context, model_context) : model_context;
-  worker_ = std::thread([this] { run(); });
+  if (options_.own_thread) {
+    // OpenMP's thread count is per calling thread: the worker takes the one the caller set.
+    const int threads = at::get_num_threads();
+    loop_running_ = true;
+    worker_ = std::thread([this, threads] {
+      at::set_num_threads(threads);
+      loop();
+    });
+  }
 }
 
 Engine::~Engine() { shutdown(/*drain=*/false, std::chrono::milliseconds(0)); }
@@ -118,6 +126,15 @@ void Engine::finish_slot(Slot& slot, FinishReason reason, const std::string& err
 }
 
 void Engine::run() {
+  {
+    std::lock_guard lock(mutex_);
+    if (options_.own_thread || loop_running_ || loop_done_) fail("internal: Engine::run without own_thread, once");
+    loop_running_ = true;
+  }
+  loop();
+}
+
+void Engine::loop() {
   StepOptions step;
   step.prefill_chunk = options_.prefill_chunk;
   step.prefill_budget = options_.prefill_budget;
@@ -194,11 +211,14 @@ void Engine::run() {
     counters_.processing = int64_t(slots_.size());
     if (slots_.empty()) work_cv_.notify_all();  // shutdown() waits for an idle worker
   }
+  loop_running_ = false;
+  loop_done_ = true;
+  lock.unlock();
+  work_cv_.notify_all();
 }
 
 void Engine::shutdown(bool drain, std::chrono::milliseconds grace) {
   std::unique_lock lock(mutex_);
-  if (!worker_.joinable()) return;
   accepting_ = false;
   for (auto& [request, state] : queue_) state->finish(FinishReason::Cancelled, {}, "the server is shutting down");
   queue_.clear();
@@ -207,9 +227,11 @@ void Engine::shutdown(bool drain, std::chrono::milliseconds grace) {
   if (!drain) cancel_running_ = true;
   work_cv_.notify_all();
   if (drain && !work_cv_.wait_for(lock, grace, [&] { return slots_.empty(); })) cancel_running_ = true;
-  lock.unlock();
   work_cv_.notify_all();
-  worker_.join();
+  // Until the loop has ended (on the worker, or on whichever thread called run()).
+  work_cv_.wait(lock, [&] { return !loop_running_; });
+  lock.unlock();
+  if (worker_.joinable()) worker_.join();
 }
 
 EngineCounters Engine::counters() const {

@@ -1,6 +1,7 @@
 #include "serve/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -346,6 +347,18 @@ Server::Server(Engine& engine, const Transformer& target, const Tokenizer& token
   // A worker waits this long for a connection's (next) request before closing it; under load the
   // first request of a fresh connection can take longer than httplib's 5 s default to arrive.
   http.set_keep_alive_timeout(30);
+  http.set_keep_alive_max_count(1000);
+  // httplib listens with a backlog of 5 (a compile-time constant of the packaged library): a burst
+  // of new connections overflows it and the overflowing clients see their connection reset. Keep
+  // the listening socket (the library's defaults, SO_REUSEADDR, plus remembering it) and listen
+  // again with a deep backlog once it is bound (start()).
+  http.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = int(sock);
+  });
+  // Responses go out in several writes (headers, body, SSE events): without TCP_NODELAY, Nagle's
+  // algorithm holds them back for the client's delayed ACK (tens of ms per request).
+  http.set_tcp_nodelay(true);
 
   auto health = [](const httplib::Request&, httplib::Response& res) { res.set_content(R"({"status":"ok"})", "application/json"); };
   http.Get("/health", health);
@@ -389,6 +402,7 @@ int Server::start() {
       fail("cannot bind to {}:{} (in use, or not an address of this machine)", host, impl_->options.port);
     port_ = impl_->options.port;
   }
+  if (listen_socket_ >= 0) ::listen(listen_socket_, 1024);
   listener_ = std::thread([this] { http_->listen_after_bind(); });
   return port_;
 }

@@ -54,6 +54,7 @@ class Server {
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;
   int port_ = 0;
+  int listen_socket_ = -1;
 };
 
 }  // namespace dspark::serve

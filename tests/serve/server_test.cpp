@@ -13,6 +13,8 @@
 
 #include <thread>
 
+#include <fmt/ranges.h>
+
 #include "engine/drafter_factory.h"
 #include "engine/engine.h"
 #include "io/prompts_file.h"
@@ -86,7 +88,9 @@ std::vector<std::string> sse_events(const std::string& body) {
 class ServerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    at::set_num_threads(2);
+    // One thread: the model is loaded here and run on the engine's worker, and two OpenMP pools
+    // on a 2-core machine make every parallel region slow (EngineOptions::own_thread).
+    at::set_num_threads(1);
     target = Transformer::load(kModel).release();
     tokenizer = Tokenizer::load(kModel).release();
     eos = target->config().eos_token_ids;
@@ -286,11 +290,18 @@ TEST_F(ServerTest, ClientDisconnectMidStreamCancelsTheRequest) {
   const std::string request = "POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   ASSERT_EQ(write(fd, request.data(), request.size()), ssize_t(request.size()));
+  std::string received;
   char buffer[256];
-  ASSERT_GT(read(fd, buffer, sizeof(buffer)), 0);  // the stream has started
+  while (received.find("data: ") == std::string::npos) {  // until the first generated text
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    ASSERT_GT(n, 0);
+    received.append(buffer, size_t(n));
+  }
   close(fd);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (s.engine.counters().processing > 0 && std::chrono::steady_clock::now() < deadline)
+  while ((s.engine.counters().processing > 0 ||
+          s.get("/metrics").raw.find("dspark:requests_cancelled_total 1") == std::string::npos) &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(s.engine.counters().processing, 0);
   EXPECT_EQ(s.engine.counters().requests_finished, 0);  // cancelled, not run to its 1500 tokens
@@ -328,7 +339,7 @@ TEST_F(ServerTest, LoadTestEveryRequestCompletesWithTheSingleRequestOutput) {
         Reply r = Running::reply(client.Post("/v1/completions", body.dump(), "application/json"));
         std::lock_guard lock(mutex);
         if (r.status != 200) {
-          failures.push_back(fmt::format("{} {}", r.status, r.raw.substr(0, 200)));
+          failures.push_back(fmt::format("client {} request {}: {} {}", c, i, r.status, r.raw.substr(0, 200)));
           continue;
         }
         ++ok;
@@ -339,7 +350,7 @@ TEST_F(ServerTest, LoadTestEveryRequestCompletesWithTheSingleRequestOutput) {
     });
   }
   for (auto& t : clients) t.join();
-  EXPECT_EQ(ok, 256) << (failures.empty() ? "" : failures[0]);
+  EXPECT_EQ(ok, 256) << fmt::format("{}", fmt::join(failures, "; "));
   EXPECT_EQ(mismatches, 0);
   const std::string metrics = s.get("/metrics").raw;
   EXPECT_NE(metrics.find("dspark:spec_decode_num_draft_tokens_total " + std::to_string(draft_n) + "\n"), std::string::npos)
