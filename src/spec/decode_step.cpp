@@ -24,13 +24,17 @@ StepReport decode_step(Transformer& target, const std::vector<SpecSequence*>& se
   const bool draft_auto = !options.governor || automatic.empty() ||
                           options.governor->should_draft(int64_t(automatic.size()), *automatic[0]->options().sps);
   report.drafting_skipped = !draft_auto;
+  // A probe while plain decoding is ahead: one sequence drafts (rotating), not the whole batch.
+  SpecSequence* prober = nullptr;
+  if (draft_auto && options.governor && options.governor->probing() && !automatic.empty())
+    prober = automatic[size_t(options.governor->skipped_steps()) % automatic.size()];
   // Drafts first (each drafter on its own), then one schedule for all auto-mode sequences.
   std::vector<SpecSequence*> scheduled;
   double auto_draft_seconds = 0;
   for (SpecSequence* s : decoding) {
     const bool is_auto = s->options().verify == VerifyMode::Auto && s->options().sps;
     const auto t0 = std::chrono::steady_clock::now();
-    s->draft(draft_auto || !is_auto);
+    s->draft(!is_auto || (draft_auto && (!prober || s == prober)));
     if (is_auto) auto_draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s->wants_schedule()) scheduled.push_back(s);
   }
@@ -84,11 +88,12 @@ StepReport decode_step(Transformer& target, const std::vector<SpecSequence*>& se
   }
   if (options.governor && draft_auto && !automatic.empty()) {
     double tokens = 0, verified = 0;
-    for (SpecSequence* s : automatic) {
+    const std::vector<SpecSequence*> drafted = prober ? std::vector<SpecSequence*>{prober} : automatic;
+    for (SpecSequence* s : drafted) {
       tokens += double(s->last_emitted());
       verified += double(s->last_verified());
     }
-    const double n = double(automatic.size());
+    const double n = double(drafted.size());
     options.governor->observe(auto_draft_seconds / n, tokens / n, verified / n);
   }
   return report;

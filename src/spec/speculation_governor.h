@@ -26,8 +26,10 @@ class SpeculationGovernor {
  public:
   explicit SpeculationGovernor(int64_t probe_every = 16) : probe_every_(probe_every) {}
 
-  // Should `requests` decoding sequences draft this step?
+  // Should `requests` decoding sequences draft this step? A probe (probing() true afterwards)
+  // needs only one of them to draft: the means are per sequence.
   bool should_draft(int64_t requests, const SpsProfile& sps);
+  bool probing() const { return probing_; }
   // After a drafted step: drafter seconds per sequence, tokens emitted per sequence (accepted + 1)
   // and drafts verified per sequence, averaged over the step's sequences.
   void observe(double draft_seconds, double tokens, double verified);
