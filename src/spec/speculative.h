@@ -35,7 +35,7 @@ struct SpecOptions {
   const Calibration* calibration = nullptr;  // STS temperatures (sts, auto); null: raw confidences
   const SpsProfile* sps = nullptr;           // measured cost curve (auto; required there)
   // Auto mode: what past steps say about whether drafting pays (spec/speculation_governor.h).
-  // Pass one that lives across calls (a benchmark, a session) so that it keeps what it learnt;
+  // Pass one that lives across calls (a benchmark, a long-running process) so that it keeps what it learnt;
   // null: a fresh one per call.
   SpeculationGovernor* governor = nullptr;
   // Called after every verify step with the verified proposal and the accepted count (calibration).
