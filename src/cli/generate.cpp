@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "cli/model_args.h"
 #include "engine/drafter_factory.h"
+#include "engine/engine.h"
 #include "engine/verify_setup.h"
 #include "spec/speculative.h"
 #include "util/error.h"
@@ -52,7 +53,6 @@ int run_generate(const GenerateArgs& args) {
                          LoadOptions{args.runtime.dtype, args.runtime.device});
   if (factory.block_size() > 0 && args.gamma > factory.block_size())
     fail("--gamma {} exceeds the drafter's block size {}", args.gamma, factory.block_size());
-  std::unique_ptr<Drafter> drafter = factory.make();
   const std::string drafter_label = factory.label();
   SpecOptions spec;
   spec.max_new_tokens = args.max_new;
@@ -63,7 +63,25 @@ int run_generate(const GenerateArgs& args) {
   VerifySetup verify_setup;
   prepare_verify(spec, verify_setup, args.verify, *loaded.model, args.model_dir, factory.dspark(), args.drafter_dir,
                  args.calibration, args.json);
-  SpecResult result = generate_speculative(*loaded.model, drafter.get(), prompt, spec, on_token);
+  // The serving engine with one slot, its loop on this thread: the same code path as `dspark serve`.
+  EngineOptions eo;
+  eo.slots = 1;
+  eo.own_thread = false;
+  eo.stop_when_idle = true;
+  eo.prefill_chunk = eo.prefill_budget = loaded.model->config().max_position_embeddings;  // the prompt at once
+  Engine engine(*loaded.model, factory, spec, eo);
+  GenerationRequest request;
+  request.prompt = prompt;
+  request.max_new_tokens = args.max_new;
+  request.sampling = args.sampling;
+  request.on_token = [&](int64_t token) {
+    on_token(token);
+    return true;
+  };
+  std::shared_ptr<RequestState> state = engine.submit(std::move(request));
+  engine.run();
+  if (state->finish_reason() == FinishReason::Error) fail("{}", state->error());
+  const SpecResult& result = state->result();
   const SpecStats& stats = result.stats;
   std::vector<TokenId> shown;
   for (int64_t t : result.tokens)
@@ -94,7 +112,7 @@ int run_generate(const GenerateArgs& args) {
   } else {
     std::cout << stream.flush() << "\n";
     std::cerr << fmt::format("[{} prompt tokens, {} generated, {:.2f} s, {:.1f} tokens/s", prompt.size(), n, seconds, tps);
-    if (drafter) std::cerr << fmt::format(", tau {:.2f} over {} verify steps", stats.tau(), stats.steps);
+    if (!factory.plain()) std::cerr << fmt::format(", tau {:.2f} over {} verify steps", stats.tau(), stats.steps);
     std::cerr << "]\n";
   }
   return 0;

@@ -141,6 +141,7 @@ void Engine::loop() {
   step.governor = &governor_;
   std::unique_lock lock(mutex_);
   while (true) {
+    if (options_.stop_when_idle && queue_.empty() && slots_.empty()) break;
     work_cv_.wait(lock, [&] { return stop_ || !queue_.empty() || !slots_.empty(); });
     if (stop_ && queue_.empty() && slots_.empty()) break;
     // Admission: new requests join the running batch between steps.

@@ -40,6 +40,9 @@ struct EngineOptions {
   // threads than there are cores it stops spin-waiting between parallel regions (measured on 2
   // cores: 3.6 ms per token instead of 0.9 when the model was loaded on another thread).
   bool own_thread = true;
+  // run() returns as soon as nothing is queued or running (a CLI that submitted its requests
+  // before calling run(): `dspark generate`).
+  bool stop_when_idle = false;
 };
 
 enum class FinishReason { None, Eos, Length, Stop, Cancelled, Error };
