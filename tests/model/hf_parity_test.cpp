@@ -132,8 +132,9 @@ TEST_P(HfParity, FullForwardMatchesTransformers) {
 }
 
 // The same prompts through the KV cache in chunks that take every attention path: a prefill, a
-// short chunk (the fused decode kernel), a long chunk crossing the sliding window (LibTorch
-// attention against the cache), then one token at a time.
+// short chunk, a long chunk crossing the sliding window, then one token at a time. Under
+// Transformer::forward's row-invariant scope every chunk takes the fused attention kernel; the
+// LibTorch attention against the cache runs with DSPARK_DISABLE_KERNELS=1.
 TEST_P(HfParity, CachedDecodingMatchesTransformers) {
   auto model = load_model(GetParam());
   const int64_t L = model->config().num_layers;
