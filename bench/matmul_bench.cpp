@@ -10,22 +10,30 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
+
 #include "kernels/matmul.h"
 
 namespace {
 
-constexpr int kThreads = 2;
+// DSPARK_BENCH_THREADS overrides (1 on a machine whose other core is busy: a 2-thread OpenMP team
+// then spends its time waiting for the descheduled thread).
+int bench_threads() {
+  const char* v = std::getenv("DSPARK_BENCH_THREADS");
+  return v && std::atoi(v) > 0 ? std::atoi(v) : 2;
+}
 
 // Kernel: the fastest path (AVX512-BF16 dot products for bf16 weights, x rounded to bf16).
 // Exact: bf16 weights widened to f32 (what the default CPU "mixed" mode uses: f32 activations).
 // TorchWidened: what dense() did for bf16 weights with more rows before row-invariant inference
 // (at::linear on an f32 copy of the weights); prefill-shaped m = 64, 256 below.
-enum class Impl { Kernel, Exact, Torch, TorchWidened };
+// Dp: the AVX-512 BF16 dot-product path (the fastest before the AMX tiles), side by side.
+enum class Impl { Kernel, Dp, Exact, Torch, TorchWidened };
 
 template <Impl impl, c10::ScalarType dtype>
 void BM_Matmul(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  at::set_num_threads(kThreads);
+  at::set_num_threads(bench_threads());
   torch::manual_seed(0);
   at::Tensor x = torch::randn({m, k}).to(dtype);  // [m, k]
   at::Tensor w = torch::randn({n, k}).to(dtype);  // [n, k]
@@ -33,14 +41,16 @@ void BM_Matmul(benchmark::State& state) {
   at::Tensor y = torch::empty({m, n});
   torch::NoGradGuard no_grad;
   using dspark::kernels::Isa;
-  const Isa isa_exact = dspark::kernels::best_isa() == Isa::Avx512Bf16 ? Isa::Avx512 : dspark::kernels::best_isa();
+  const Isa best = dspark::kernels::best_isa();
+  const Isa isa_exact = best == Isa::Avx512Bf16 || best == Isa::Amx ? Isa::Avx512 : best;
+  const Isa isa_dp = dspark::kernels::isa_supported(Isa::Avx512Bf16) ? Isa::Avx512Bf16 : isa_exact;
   for (auto _ : state) {
     if constexpr (impl == Impl::Torch) {
       benchmark::DoNotOptimize(at::linear(x, w));
     } else if constexpr (impl == Impl::TorchWidened) {
       benchmark::DoNotOptimize(at::linear(xf, w.to(torch::kFloat32)));
-    } else if constexpr (impl == Impl::Exact) {
-      dspark::kernels::matmul_bf16_with(isa_exact, xf.data_ptr<float>(), k, m, k,
+    } else if constexpr (impl == Impl::Exact || impl == Impl::Dp) {
+      dspark::kernels::matmul_bf16_with(impl == Impl::Dp ? isa_dp : isa_exact, xf.data_ptr<float>(), k, m, k,
                                         reinterpret_cast<const uint16_t*>(w.data_ptr()), k, n, y.data_ptr<float>(), n);
       benchmark::ClobberMemory();
     } else if constexpr (dtype == torch::kBFloat16) {
@@ -55,8 +65,8 @@ void BM_Matmul(benchmark::State& state) {
   const int64_t elem = dtype == torch::kBFloat16 ? 2 : 4;
   state.SetBytesProcessed(state.iterations() * (n * k + m * k + m * n) * elem);
   // f32 weights have no dot-product instruction: the BF16 path runs as plain AVX-512.
-  Isa isa = impl == Impl::Exact ? isa_exact : dspark::kernels::best_isa();
-  if (dtype == torch::kFloat32 && isa == Isa::Avx512Bf16) isa = Isa::Avx512;
+  Isa isa = impl == Impl::Exact ? isa_exact : impl == Impl::Dp ? isa_dp : best;
+  if (dtype == torch::kFloat32 && (isa == Isa::Avx512Bf16 || isa == Isa::Amx)) isa = Isa::Avx512;
   state.SetLabel(impl == Impl::Torch ? "at::linear" : impl == Impl::TorchWidened ? "at::linear widened" : dspark::kernels::isa_name(isa));
 }
 
@@ -74,10 +84,12 @@ void PrefillShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "k", "n"})->Unit(benchmark::kMicrosecond);
 }
 BENCHMARK(BM_Matmul<Impl::Kernel, torch::kBFloat16>)->Name("MatmulPrefill/kernel/bf16")->Apply(PrefillShapes);
+BENCHMARK(BM_Matmul<Impl::Dp, torch::kBFloat16>)->Name("MatmulPrefill/dp/bf16")->Apply(PrefillShapes);
 BENCHMARK(BM_Matmul<Impl::TorchWidened, torch::kBFloat16>)->Name("MatmulPrefill/torch-widened/bf16")->Apply(PrefillShapes);
 BENCHMARK(BM_Matmul<Impl::Kernel, torch::kFloat32>)->Name("MatmulPrefill/kernel/f32")->Apply(PrefillShapes);
 BENCHMARK(BM_Matmul<Impl::Torch, torch::kFloat32>)->Name("MatmulPrefill/torch/f32")->Apply(PrefillShapes);
 BENCHMARK(BM_Matmul<Impl::Kernel, torch::kBFloat16>)->Name("Matmul/kernel/bf16")->Apply(Shapes);
+BENCHMARK(BM_Matmul<Impl::Dp, torch::kBFloat16>)->Name("Matmul/dp/bf16")->Apply(Shapes);
 BENCHMARK(BM_Matmul<Impl::Exact, torch::kBFloat16>)->Name("Matmul/exact/bf16")->Apply(Shapes);
 BENCHMARK(BM_Matmul<Impl::Torch, torch::kBFloat16>)->Name("Matmul/torch/bf16")->Apply(Shapes);
 BENCHMARK(BM_Matmul<Impl::Kernel, torch::kFloat32>)->Name("Matmul/kernel/f32")->Apply(Shapes);

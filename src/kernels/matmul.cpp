@@ -11,11 +11,13 @@
 #include "kernels/matmul.h"
 
 #include "kernels/avx512_sum.h"
+#include "kernels/matmul_amx.h"
 #include "kernels/parallel.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -327,6 +329,7 @@ const char* isa_name(Isa isa) {
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Bf16: return "avx512bf16";
+    case Isa::Amx: return "amx";
   }
   return "?";
 }
@@ -341,15 +344,22 @@ bool isa_supported(Isa isa) {
     case Isa::Avx2: return avx2;
     case Isa::Avx512: return avx512;
     case Isa::Avx512Bf16: return avx512bf16;
+    case Isa::Amx: return avx512bf16 && amx_usable();
   }
   return false;
 }
 
 Isa best_isa() {
-  static const Isa best = isa_supported(Isa::Avx512Bf16) ? Isa::Avx512Bf16
-                          : isa_supported(Isa::Avx512) ? Isa::Avx512
-                          : isa_supported(Isa::Avx2)   ? Isa::Avx2
-                                                       : Isa::Scalar;
+  static const Isa best = [] {
+    if (const char* name = std::getenv("DSPARK_ISA"))
+      for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Amx})
+        if (name == std::string(isa_name(isa)) && isa_supported(isa)) return isa;
+    return isa_supported(Isa::Amx)          ? Isa::Amx
+           : isa_supported(Isa::Avx512Bf16) ? Isa::Avx512Bf16
+           : isa_supported(Isa::Avx512)     ? Isa::Avx512
+           : isa_supported(Isa::Avx2)       ? Isa::Avx2
+                                            : Isa::Scalar;
+  }();
   return best;
 }
 
@@ -360,6 +370,14 @@ void matmul_bf16_with(Isa isa, const float* x, int64_t ldx, int64_t m, int64_t k
   if (m == 0 || n == 0) return;
   if (k == 0) return zero_output(m, n, y, ldy);
   switch (isa) {
+    case Isa::Amx:
+      if (amx_shape_ok(k, n)) {
+        const int64_t rows = amx_rows(n);
+        matmul_bf16_amx(x, ldx, m, k, w, ldw, n, y, ldy);
+        if (rows < n) run_bf16dp(x, ldx, m, k, w + rows * ldw, ldw, n - rows, y + rows, ldy);
+        return;
+      }
+      return run_bf16dp(x, ldx, m, k, w, ldw, n, y, ldy);
     case Isa::Avx512Bf16: return run_bf16dp(x, ldx, m, k, w, ldw, n, y, ldy);
     case Isa::Avx512: {
       static const Path<float, uint16_t> path = avx512_path<uint16_t>();
@@ -383,6 +401,7 @@ void matmul_f32_with(Isa isa, const float* x, int64_t ldx, int64_t m, int64_t k,
   if (m == 0 || n == 0) return;
   if (k == 0) return zero_output(m, n, y, ldy);
   switch (isa) {
+    case Isa::Amx:
     case Isa::Avx512Bf16:
     case Isa::Avx512: {
       static const Path<float, float> path = avx512_path<float>();

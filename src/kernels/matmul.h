@@ -11,11 +11,11 @@
 // at::set_num_threads).
 //
 // Numerics: products are accumulated in float32 (in a different order than LibTorch, so results
-// differ in the last bits). Isa::Avx512Bf16 additionally rounds x to bf16 (round to nearest even)
+// differ in the last bits). Isa::Avx512Bf16 and Isa::Amx additionally rounds x to bf16 (round to nearest even)
 // because vdpbf16ps multiplies bf16 pairs; when x already holds bf16 values (a bf16 model) that
 // rounding is exact. Bounds, with S = sum_k |x[i,k]| |w[j,k]| and u = 2^-24:
 //   every path, x bf16-representable:    |y - exact| <= k u S
-//   Isa::Avx512Bf16, arbitrary f32 x:    |y - exact| <= (2^-8 + k u) S
+//   Avx512Bf16 / Amx, arbitrary f32 x:    |y - exact| <= (2^-8 + k u) S
 // (vdpbf16ps also flushes bf16 denormals, |v| < 1.2e-38, to zero: negligible next to the above.)
 #pragma once
 
@@ -30,12 +30,15 @@ enum class Isa {
   Avx2,        // AVX2 + FMA, 8 float lanes
   Avx512,      // AVX-512 F/BW/VL, 16 float lanes (bf16 weights widened to f32)
   Avx512Bf16,  // AVX-512 BF16: vdpbf16ps on bf16 pairs (bf16 weights only; f32 uses Avx512)
+  Amx,         // AMX-BF16 tiles (kernels/matmul_amx.h) for bf16 weights when k % 32 == 0, the
+               // leftover n % 16 weight rows and other shapes by Avx512Bf16; f32 uses Avx512
 };
 
 const char* isa_name(Isa isa);
 // Whether this CPU can run `isa` (Scalar: always).
 bool isa_supported(Isa isa);
-// The fastest supported path.
+// The fastest supported path, or the one named by DSPARK_ISA (scalar, avx2, avx512, avx512bf16,
+// amx) when this CPU has it: end-to-end before/after comparisons of a kernel.
 Isa best_isa();
 
 // y[i * ldy + j] = sum_p x[i * ldx + p] * w[j * ldw + p] for i < m, j < n, p < k.

@@ -3,7 +3,7 @@
 // Tolerance (matmul.h): with S = sum_p |x[i,p]| |w[j,p]| and u = 2^-24,
 //   x holding bf16 values (all paths):         |y - exact| <= k u S     (products exact in f32,
 //                                                                       only the f32 sums round)
-//   Avx512Bf16 path with arbitrary f32 x:      |y - exact| <= (2^-8 + k u) S   (x rounded to bf16)
+//   Avx512Bf16 / Amx paths, arbitrary f32 x:      |y - exact| <= (2^-8 + k u) S   (x rounded to bf16)
 // plus 1e-30 absolute slack for S == 0 and flushed denormals.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -20,7 +20,7 @@ using dspark::kernels::Isa;
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16})
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Amx})
     if (dspark::kernels::isa_supported(isa)) out.push_back(isa);
   return out;
 }
@@ -55,7 +55,7 @@ void check(Isa isa, bool bf16_weights, bool bf16_x, const Case& c, uint64_t seed
   at::Tensor ref = at::linear(x64, w64).contiguous();               // [m, n]
   at::Tensor scale = at::linear(x64.abs(), w64.abs()).contiguous();  // S, [m, n]
   const double u = std::ldexp(1.0, -24);
-  const double rel = (!bf16_x && bf16_weights && isa == Isa::Avx512Bf16 ? std::ldexp(1.0, -8) : 0.0) + c.k * u;
+  const double rel = (!bf16_x && bf16_weights && (isa == Isa::Avx512Bf16 || isa == Isa::Amx) ? std::ldexp(1.0, -8) : 0.0) + c.k * u;
   auto r = ref.accessor<double, 2>();
   auto s = scale.accessor<double, 2>();
   int failures = 0;
@@ -87,6 +87,39 @@ TEST(Matmul, AgreesWithFloat64AcrossShapesAndPaths) {
           check(isa, /*bf16_weights=*/true, /*bf16_x=*/true, {m, k, n}, seed++);
           check(isa, /*bf16_weights=*/false, /*bf16_x=*/false, {m, k, n}, seed++);
         }
+}
+
+// The AMX path takes k % 32 == 0 in whole tiles of 16 weight rows (the rest by Avx512Bf16): one
+// and several 16-row blocks of x (the 2 x 2 tile kernel and its tails), every tile-count tail.
+TEST(Matmul, AmxTileShapes) {
+  if (!dspark::kernels::isa_supported(Isa::Amx)) GTEST_SKIP() << "no AMX on this CPU";
+  uint64_t seed = 3000;
+  for (int64_t m : {1, 2, 8, 15, 16, 17, 31, 32, 33, 48, 70})
+    for (int64_t k : {32, 96, 1024})
+      for (int64_t n : {16, 17, 48, 64, 65, 100, 129}) {
+        check(Isa::Amx, /*bf16_weights=*/true, /*bf16_x=*/true, {m, k, n}, seed++);
+        check(Isa::Amx, /*bf16_weights=*/true, /*bf16_x=*/false, {m, k, n}, seed++);
+      }
+  check(Isa::Amx, true, true, Case{20, 64, 40, 3, 32, 5}, seed++);  // strided
+}
+
+// Each output row is computed with the same instructions in the same order whatever m is:
+// row i of a 1-row product equals row i of a 37-row product, bit for bit (row-invariant decoding).
+TEST(Matmul, RowsDoNotDependOnOtherRows) {
+  torch::manual_seed(11);
+  const int64_t m = 37, k = 256, n = 200;
+  at::Tensor x = torch::randn({m, k});
+  at::Tensor w = torch::randn({n, k}).to(torch::kBFloat16).contiguous();
+  const auto* wp = reinterpret_cast<const uint16_t*>(w.data_ptr());
+  for (Isa isa : supported_isas()) {
+    std::vector<float> all(size_t(m * n)), one(static_cast<size_t>(n));
+    dspark::kernels::matmul_bf16_with(isa, x.data_ptr<float>(), k, m, k, wp, k, n, all.data(), n);
+    for (int64_t i : {0, 5, 16, 36}) {
+      dspark::kernels::matmul_bf16_with(isa, x.data_ptr<float>() + i * k, k, 1, k, wp, k, n, one.data(), n);
+      EXPECT_EQ(0, std::memcmp(one.data(), all.data() + i * n, size_t(n) * sizeof(float)))
+          << dspark::kernels::isa_name(isa) << " row " << i;
+    }
+  }
 }
 
 TEST(Matmul, Bf16PathRoundsArbitraryActivationsWithinBound) {
