@@ -53,6 +53,10 @@ Command add_train_lm(CLI::App& root) {
   app->add_option("--seed", o.seed, "seed of initialisation and data order")->capture_default_str();
   app->add_option("--train-dtype", o.dtype, "f32 or bf16 parameters and activations")->capture_default_str();
   app->add_option("--save-dtype", o.save_dtype, "dtype of the exported model.safetensors")->capture_default_str();
+  app->add_option("--matmul", o.matmul,
+                  "f32, or bf16: matrix products in bf16 with float32 accumulation and float32 weights (CPUs with AMX)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
   app->add_option("--checkpoint-minutes", o.checkpoint_minutes, "minutes between checkpoints")->capture_default_str();
   app->add_option("--eval-every", o.eval_every, "steps between validation passes (0: 10 per run)");
   app->add_option("--eval-windows", o.eval_windows, "validation windows per pass")->capture_default_str();

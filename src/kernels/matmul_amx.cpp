@@ -50,20 +50,46 @@ DSPARK_AMX void configure_tiles() {
 
 // x [m, k] f32 -> packed bf16 (round to nearest even) [ceil(m / 16)][k / 32][16 k pairs][16 rows][2]:
 // the right operand of TDPBF16PS for each (16-row block of x, 32-wide step of k). Rows past m are 0.
-DSPARK_AMX void pack_x(const float* x, int64_t ldx, int64_t m, int64_t k, uint16_t* xp) {
-  const int64_t k_tiles = k / kTileK, blocks = (m + kTileRows - 1) / kTileRows;
-  if (m % kTileRows)  // the padding columns of the last block
-    std::fill(xp + (blocks - 1) * k_tiles * kXTileElems, xp + blocks * k_tiles * kXTileElems, uint16_t(0));
-  for (int64_t i = 0; i < m; ++i) {
-    const float* row = x + i * ldx;
-    auto* block = reinterpret_cast<uint32_t*>(xp + (i / kTileRows) * k_tiles * kXTileElems);
-    const int64_t column = i % kTileRows;
+// Blocks [b0, b1) only (threads split the blocks: for training-sized x the packing is as much
+// memory traffic as the product itself).
+DSPARK_AMX void pack_x_blocks(const float* x, int64_t ldx, int64_t m, int64_t k, uint16_t* xp, int64_t b0, int64_t b1) {
+  const int64_t k_tiles = k / kTileK;
+  for (int64_t b = b0; b < b1; ++b) {
+    auto* block = reinterpret_cast<uint32_t*>(xp + b * k_tiles * kXTileElems);
+    const int64_t rows = std::min(kTileRows, m - b * kTileRows);
+    if (rows < kTileRows) std::fill(block, block + k_tiles * kXTileElems / 2, 0u);  // padding columns
+    for (int64_t column = 0; column < rows; ++column) {
+      const float* row = x + (b * kTileRows + column) * ldx;
+      for (int64_t t = 0; t < k_tiles; ++t) {
+        alignas(64) uint32_t pairs[16];  // bf16 pairs (k = 2q, 2q + 1) of this row, q < 16
+        const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + t * kTileK + 16), _mm512_loadu_ps(row + t * kTileK));
+        _mm512_store_si512(pairs, (__m512i)v);
+        uint32_t* tile = block + t * (kXTileElems / 2);
+        for (int q = 0; q < 16; ++q) tile[q * kTileRows + column] = pairs[q];
+      }
+    }
+  }
+}
+
+// The same from xt = x^T [k, m] (row stride ldxt), m % 16 == 0: tile row q holds the bf16 pairs
+// (xt[2q][i], xt[2q + 1][i]) for the 16 columns i of the block, i.e. two 16-float rows of xt
+// converted together and interleaved.
+DSPARK_AMX void pack_xt_blocks(const float* xt, int64_t ldxt, int64_t k, uint16_t* xp, int64_t b0, int64_t b1) {
+  const int64_t k_tiles = k / kTileK;
+  // Word indices taking (even row, odd row) words alternately: 0, 16, 1, 17, ..., 15, 31.
+  alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
+  for (int64_t b = b0; b < b1; ++b) {
+    uint16_t* block = xp + b * k_tiles * kXTileElems;
     for (int64_t t = 0; t < k_tiles; ++t) {
-      alignas(64) uint32_t pairs[16];  // bf16 pairs (k = 2q, 2q + 1) of this row, q < 16
-      const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + t * kTileK + 16), _mm512_loadu_ps(row + t * kTileK));
-      _mm512_store_si512(pairs, (__m512i)b);
-      uint32_t* tile = block + t * (kXTileElems / 2);
-      for (int q = 0; q < 16; ++q) tile[q * kTileRows + column] = pairs[q];
+      const float* rows = xt + t * kTileK * ldxt + b * kTileRows;
+      uint16_t* tile = block + t * kXTileElems;
+      for (int64_t q = 0; q < 16; ++q) {
+        const __m512 even = _mm512_loadu_ps(rows + (2 * q) * ldxt), odd = _mm512_loadu_ps(rows + (2 * q + 1) * ldxt);
+        const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even);  // [even 0..15 | odd 0..15] bf16
+        _mm512_storeu_si512(tile + q * 32, _mm512_permutexvar_epi16(interleave, both));
+      }
     }
   }
 }
@@ -194,8 +220,12 @@ bool amx_usable() {
   return usable;
 }
 
-void matmul_bf16_amx(const float* x, int64_t ldx, int64_t m, int64_t k, const uint16_t* w, int64_t ldw, int64_t n,
-                     float* y, int64_t ldy) {
+namespace {
+
+// Packs x with `pack(xp, b0, b1)` (threads split the blocks), then runs the tiles over w.
+template <class Pack>
+void run_amx(int64_t m, int64_t k, const Pack& pack, const uint16_t* w, int64_t ldw, int64_t n, float* y,
+             int64_t ldy) {
   if (m <= 0) return;
   Work work;
   work.m = m;
@@ -205,8 +235,10 @@ void matmul_bf16_amx(const float* x, int64_t ldx, int64_t m, int64_t k, const ui
   thread_local std::vector<uint16_t> packed;
   const size_t packed_size = size_t(work.x_blocks * work.k_tiles * kXTileElems);
   if (packed.size() < packed_size) packed.resize(packed_size);
-  pack_x(x, ldx, m, k, packed.data());
-  work.xp = packed.data();
+  uint16_t* xp = packed.data();
+  const int64_t pack_grain = std::max<int64_t>(1, (int64_t(64) << 10) / (kTileRows * k * int64_t(sizeof(float))));
+  parallel_ranges(work.x_blocks, pack_grain, [&](int64_t b0, int64_t b1) { pack(xp, b0, b1); });
+  work.xp = xp;
   work.w = w;
   work.ldw = ldw;
   work.rows = amx_rows(n);
@@ -218,6 +250,22 @@ void matmul_bf16_amx(const float* x, int64_t ldx, int64_t m, int64_t k, const ui
   const int64_t unit_bytes = work.unit_rows * k * int64_t(sizeof(uint16_t)) * work.x_blocks;
   const int64_t grain = std::max<int64_t>(1, (int64_t(256) << 10) / std::max<int64_t>(1, unit_bytes));
   parallel_ranges(units, grain, [&](int64_t u0, int64_t u1) { run_units(work, u0, u1); });
+}
+
+}  // namespace
+
+void matmul_bf16_amx(const float* x, int64_t ldx, int64_t m, int64_t k, const uint16_t* w, int64_t ldw, int64_t n,
+                     float* y, int64_t ldy) {
+  run_amx(
+      m, k, [&](uint16_t* xp, int64_t b0, int64_t b1) { pack_x_blocks(x, ldx, m, k, xp, b0, b1); }, w, ldw, n, y,
+      ldy);
+}
+
+void matmul_bf16_amx_xt(const float* xt, int64_t ldxt, int64_t m, int64_t k, const uint16_t* w, int64_t ldw,
+                        int64_t n, float* y, int64_t ldy) {
+  run_amx(
+      m, k, [&](uint16_t* xp, int64_t b0, int64_t b1) { pack_xt_blocks(xt, ldxt, k, xp, b0, b1); }, w, ldw, n, y,
+      ldy);
 }
 
 }  // namespace dspark::kernels

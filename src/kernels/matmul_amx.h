@@ -35,4 +35,9 @@ inline int64_t amx_rows(int64_t n) { return n / 16 * 16; }
 void matmul_bf16_amx(const float* x, int64_t ldx, int64_t m, int64_t k, const uint16_t* w, int64_t ldw,
                      int64_t n, float* y, int64_t ldy);
 
+// The same with x read through its transpose: x(i, p) = xt[p * ldxt + i], i.e. xt is [k, m]
+// row-major (training: dW = dY^T X without materializing dY^T). Requires m % 16 == 0 as well.
+void matmul_bf16_amx_xt(const float* xt, int64_t ldxt, int64_t m, int64_t k, const uint16_t* w, int64_t ldw,
+                        int64_t n, float* y, int64_t ldy);
+
 }  // namespace dspark::kernels

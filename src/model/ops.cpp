@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/matmul.h"
+#include "model/bf16_training_linear.h"
 
 namespace dspark {
 namespace {
@@ -26,6 +27,7 @@ bool kernels_enabled() {
 }
 
 thread_local bool row_invariant = false;
+thread_local bool bf16_matmuls = false;
 
 }  // namespace
 
@@ -34,6 +36,9 @@ bool cpu_fast_paths_enabled() { return kernels_enabled(); }
 RowInvariantScope::RowInvariantScope() : previous_(row_invariant) { row_invariant = true; }
 RowInvariantScope::~RowInvariantScope() { row_invariant = previous_; }
 bool row_invariant_active() { return row_invariant && kernels_enabled(); }
+
+Bf16MatmulScope::Bf16MatmulScope(bool enable) : previous_(bf16_matmuls) { bf16_matmuls = enable; }
+Bf16MatmulScope::~Bf16MatmulScope() { bf16_matmuls = previous_; }
 
 // RMSNorm over the last dim in float32. Llama/Qwen: w * normed (cast back first), Gemma: normed *
 // (1 + w) in float32, then cast (the order HF uses, so bf16 results match).
@@ -95,6 +100,13 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) 
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = n;
     return y.to(x.scalar_type()).view(shape);
+  }
+  if (needs_grad && bf16_matmuls && kernels_enabled() && x.device().is_cpu() && w.device().is_cpu() &&
+      x.scalar_type() == torch::kFloat32 && dtype == torch::kFloat32 && w.dim() == 2 && x.dim() >= 1 &&
+      x.size(-1) == k && x.numel() > 0 && bf16_training_linear_available() &&
+      bf16_training_linear_fits(x.numel() / k, k, w.size(0))) {
+    at::Tensor y = bf16_training_linear(x, w);
+    return b.defined() ? y + b : y;
   }
   if (mixed)  // many rows (prefill, training): widen the weights for LibTorch's GEMM
     return at::linear(x, w.to(torch::kFloat32), b.defined() ? c10::optional<at::Tensor>(b.to(torch::kFloat32)) : c10::nullopt);

@@ -35,6 +35,20 @@ class RowInvariantScope {
 };
 bool row_invariant_active();
 
+// Training with bf16 matrix products (model/bf16_training_linear.h: float32 weights and
+// activations, bf16 operands, float32 accumulation): while one of these is alive on a thread and
+// the CPU has AMX, dense() under autograd with float32 CPU operands takes that path.
+class Bf16MatmulScope {
+ public:
+  explicit Bf16MatmulScope(bool enable = true);
+  ~Bf16MatmulScope();
+  Bf16MatmulScope(const Bf16MatmulScope&) = delete;
+  Bf16MatmulScope& operator=(const Bf16MatmulScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 at::Tensor activation(const at::Tensor& x, Activation kind);
 at::Tensor softcap(const at::Tensor& x, double cap);  // tanh(x / cap) * cap
 

@@ -12,7 +12,9 @@
 
 #include "io/atomic_file.h"
 #include "model/config.h"
+#include "model/bf16_training_linear.h"
 #include "model/model_dir.h"
+#include "model/ops.h"
 #include "model/transformer.h"
 #include "model/weights.h"
 #include "tokenizer/tokenizer.h"
@@ -118,6 +120,7 @@ json options_identity(const LmTrainOptions& o, const std::string& config_text, u
           {"beta1", o.beta1}, {"beta2", o.beta2}, {"grad_clip", o.grad_clip}, {"seed", o.seed},
           {"dtype", o.dtype}, {"data", data_fp}};
   if (!o.init_dir.empty()) id["init"] = o.init_dir;
+  if (o.matmul != "f32") id["matmul"] = o.matmul;  // absent for f32: older checkpoints still resume
   return id;
 }
 
@@ -127,6 +130,11 @@ LmTrainResult train_lm(const LmTrainOptions& o) {
   if (o.seq_len < 2 || o.batch_size < 1) fail("--seq-len must be >= 2 and --batch-size >= 1");
   if (o.steps <= 0 && o.minutes <= 0 && !o.resume) fail("give --steps N or --minutes M");
   if (!(o.lr > 0)) fail("--lr must be positive");
+  if (o.matmul != "f32" && o.matmul != "bf16") fail("--matmul must be f32 or bf16, not {}", o.matmul);
+  if (o.matmul == "bf16" && !bf16_training_linear_available())
+    fail("--matmul bf16 needs a CPU with AMX-BF16 (and Linux >= 5.16); use --matmul f32");
+  if (o.matmul == "bf16" && o.dtype != "f32") fail("--matmul bf16 works on f32 parameters (--train-dtype f32)");
+  const Bf16MatmulScope bf16_matmuls(o.matmul == "bf16");
   const auto run_start = Clock::now();
   DataParallel dp(o.dist);
   const auto [row_begin, row_end] = dp.shard(o.batch_size);
