@@ -2,6 +2,7 @@
 # The main job on the embedded default model (a small Python code model, models/default):
 # complete a Python prompt with DSpark speculative decoding (models/default-dspark), printing the
 # completion and the measured acceptance (tau). Output is exactly what the model alone produces.
+# Then it decodes the same prompt once more without the drafter and prints the speedup.
 # Usage: scripts/run-default.sh [PROMPT] [N_TOKENS] [extra generate options...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,4 +15,17 @@ fi
 drafter=()
 [ -f models/default-dspark/dspark.json ] && drafter=(-d models/default-dspark)
 prompt=${1:-$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'}
-build/dspark generate -m "$model" "${drafter[@]}" -p "$prompt" -n "${2:-96}" "${@:3}"
+stats=$(mktemp)
+trap 'rm -f "$stats"' EXIT
+build/dspark generate -m "$model" "${drafter[@]}" -p "$prompt" -n "${2:-96}" "${@:3}" 2> >(tee "$stats" >&2)
+wait
+[ ${#drafter[@]} -gt 0 ] || exit 0
+# The same prompt and options with plain decoding (output identical at temperature 0).
+plain=$(build/dspark generate -m "$model" -p "$prompt" -n "${2:-96}" "${@:3}" 2>&1 >/dev/null | tail -1)
+rate() { sed -n 's/.* \([0-9.]*\) tokens\/s.*/\1/p' | tail -1; }
+spec_rate=$(rate < "$stats")
+plain_rate=$(echo "$plain" | rate)
+if [ -n "$spec_rate" ] && [ -n "$plain_rate" ]; then
+  echo "plain decoding of the same prompt: $plain_rate tokens/s; speculative: $spec_rate tokens/s;" \
+       "speedup $(awk -v a="$spec_rate" -v b="$plain_rate" 'BEGIN { printf "%.2fx", a / b }')"
+fi
