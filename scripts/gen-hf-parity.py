@@ -56,7 +56,8 @@ def common(**overrides):
 
 # name -> (config class, config kwargs). Every supported architecture and the options that change
 # the computation: q/k norms, q/k/v biases, linear and llama3 RoPE scaling, tied embeddings, Gemma's softcaps,
-# sandwich norms, query_pre_attn_scalar, sliding windows and a separate local RoPE theta.
+# sandwich norms, query_pre_attn_scalar, sliding windows and a separate local RoPE theta, and
+# Gemma-4's per-layer head geometry, KV sharing, k = v, proportional RoPE and per-layer embeddings.
 MODELS = {
     "qwen3": (transformers.Qwen3Config, common(rope_parameters={"rope_type": "default", "rope_theta": 1e6})),
     "qwen2": (
@@ -118,17 +119,53 @@ MODELS = {
             },
         ),
     ),
+    "gemma4": (
+        transformers.Gemma4TextConfig,
+        # The Gemma-4 text decoder: sliding layers of head_dim 16 with 2 KV heads, full layers of
+        # head_dim 32 with 1 KV head whose values are the key projection (attention_k_eq_v) and
+        # proportional RoPE on a quarter of the dims; layers 2 and 3 reuse the keys/values of
+        # layers 0 (sliding) and 1 (full) and have double-wide MLPs; per-layer embeddings of width
+        # 8. A smaller vocabulary and MLP keep the files small.
+        common(
+            vocab_size=128,
+            intermediate_size=32,
+            hidden_activation="gelu_pytorch_tanh",
+            tie_word_embeddings=True,
+            num_hidden_layers=4,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+            sliding_window=8,
+            global_head_dim=32,
+            num_global_key_value_heads=1,
+            attention_k_eq_v=True,
+            num_kv_shared_layers=2,
+            use_double_wide_mlp=True,
+            hidden_size_per_layer_input=8,
+            vocab_size_per_layer_input=128,
+            final_logit_softcapping=5.0,
+            rope_parameters={
+                "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            },
+        ),
+    ),
 }
+
+# Norms that scale by (1 + w), identity at w = 0 (Gemma-4's scale by w, as Llama's).
+ONE_PLUS_W_NORMS = ("gemma2", "gemma3_text")
 
 
 def randomize_norms_and_biases(model):
     """Freshly initialised norms are identities (weight 1, or 0 for Gemma's 1 + w) and biases are
     zero, so a swapped or missing one would go unnoticed: perturb them."""
-    identity = 0.0 if model.config.model_type.startswith("gemma") else 1.0
+    identity = 0.0 if model.config.model_type in ONE_PLUS_W_NORMS else 1.0
     with torch.no_grad():
         for name, param in model.named_parameters():
             if param.dim() == 1:
                 param.copy_((identity if "norm" in name else 0.0) + 0.3 * torch.randn_like(param))
+        # Gemma-4 multiplies each layer's output by a stored scalar (a buffer, saved with the weights).
+        for name, buffer in model.named_buffers():
+            if name.endswith("layer_scalar"):
+                buffer.copy_(1.0 + 0.3 * torch.randn_like(buffer))
 
 
 def versions():
@@ -167,6 +204,25 @@ def record(model, tokens):
     }
 
 
+def check_cached_decoding(model, tokens, logits):
+    """transformers' own KV-cache path (chunks as the engine's test takes them) gives the full
+    forward's logits: the goldens hold for both paths. Gemma-4's KV-shared layers read keys and
+    values from the cache of another layer there."""
+    ends = [e for e in (5, 8, 20) if e < len(tokens)]
+    ends += list(range(ends[-1] + 1, len(tokens) + 1))
+    cache = transformers.DynamicCache(config=model.config)
+    pieces, begin = [], 0
+    with torch.no_grad():
+        for end in ends:
+            out = model(input_ids=torch.tensor([tokens[begin:end]]), cache=cache, use_cache=True)
+            cache = out.cache
+            pieces.append(out.logits[0])
+            begin = end
+    diff = (torch.cat(pieces) - logits).abs().max().item()
+    assert diff < 1e-4, f"transformers' cached logits differ from its full forward by {diff}"
+    return diff
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "tests/data/hf_parity"))
@@ -192,9 +248,12 @@ def main():
 
         generator = torch.Generator().manual_seed(SEED + 100 + index)
         tensors = {}
+        cached_diff = 0.0
         for p, length in enumerate(PROMPT_LENGTHS):
-            tokens = torch.randint(3, VOCAB, (length,), generator=generator).tolist()
-            for key, value in record(model, tokens).items():
+            tokens = torch.randint(3, config.vocab_size, (length,), generator=generator).tolist()
+            recorded = record(model, tokens)
+            cached_diff = max(cached_diff, check_cached_decoding(model, tokens, recorded["logits"]))
+            for key, value in recorded.items():
                 tensors[f"prompt{p}.{key}"] = value.contiguous()
         # One metadata key: safetensors writes several in no fixed order, and the files should be
         # byte-for-byte reproducible.
@@ -202,7 +261,8 @@ def main():
         metadata = {"generated_with": f"{generated_with}, seed {SEED + index}"}
         save_file(tensors, str(model_dir / "golden.safetensors"), metadata=metadata)
         size = sum(f.stat().st_size for f in model_dir.iterdir())
-        print(f"{name}: {config.architectures[0]}, {size / 1024:.0f} KiB")
+        print(f"{name}: {config.architectures[0]}, {size / 1024:.0f} KiB, transformers' own KV-cache path "
+              f"within {cached_diff:.1e} of its full forward")
 
     (out_root / "README.md").write_text(
         "Tiny random-weight models and the outputs Hugging Face transformers computes for them, written\n"

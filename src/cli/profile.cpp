@@ -35,13 +35,19 @@ struct ProfileArgs {
 };
 
 // Bytes of weights one decode step reads: every matrix and vector once, plus one embedding row
-// (the LM head is read in full; a tied head is the embedding, counted once).
+// (the LM head is read in full; a tied head is the embedding, counted once; Gemma4's per-layer
+// embedding table: one row).
 int64_t weight_bytes_per_token(Transformer& model) {
   ModelWeights& w = model.weights();
   int64_t bytes = 0;
   for (auto& [name, t] : w.named()) {
     if (!t->defined()) continue;
     if (t->is_same(w.embed)) continue;
+    // Gemma4's per-layer embedding table: one row per token, like the token embedding.
+    if (w.embed_per_layer.defined() && t->is_same(w.embed_per_layer)) {
+      bytes += t->size(1) * int64_t(t->element_size());
+      continue;
+    }
     bytes += t->numel() * int64_t(t->element_size());
   }
   const bool tied = w.lm_head.defined() && w.lm_head.is_same(w.embed);

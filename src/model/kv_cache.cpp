@@ -7,8 +7,13 @@
 namespace dspark {
 
 KVCache::KVCache(const ModelConfig& config, c10::ScalarType dtype, c10::Device device)
-    : k_(config.num_layers), v_(config.num_layers), n_kv_(config.num_kv_heads),
-      head_dim_(config.head_dim), dtype_(dtype), device_(device) {}
+    : k_(config.num_layers), v_(config.num_layers), dtype_(dtype), device_(device) {
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    source_.push_back(config.kv_source(l));
+    n_kv_.push_back(config.kv_heads_at(l));
+    head_dim_.push_back(config.head_dim_at(l));
+  }
+}
 
 void KVCache::truncate(int64_t new_length) {
   if (new_length < 0) fail("KV cache: cannot truncate to a negative length ({})", new_length);
@@ -22,8 +27,9 @@ void KVCache::reserve(int64_t extra) {
   while (grown < need) grown *= 2;
   auto opts = torch::TensorOptions().dtype(dtype_).device(device_);
   for (size_t l = 0; l < k_.size(); ++l) {
-    at::Tensor k = torch::empty({n_kv_, grown, head_dim_}, opts);
-    at::Tensor v = torch::empty({n_kv_, grown, head_dim_}, opts);
+    if (source_[l] != int64_t(l)) continue;  // shared: reads its source layer's buffers
+    at::Tensor k = torch::empty({n_kv_[l], grown, head_dim_[l]}, opts);
+    at::Tensor v = torch::empty({n_kv_[l], grown, head_dim_[l]}, opts);
     if (length_ > 0) {
       k.narrow(1, 0, length_).copy_(k_[l].narrow(1, 0, length_));
       v.narrow(1, 0, length_).copy_(v_[l].narrow(1, 0, length_));
@@ -35,6 +41,7 @@ void KVCache::reserve(int64_t extra) {
 }
 
 void KVCache::write(int64_t layer, const at::Tensor& k, const at::Tensor& v) {
+  if (source_[size_t(layer)] != layer) fail("KV cache: layer {} shares layer {}'s keys/values and writes none", layer, source_[size_t(layer)]);
   const int64_t T = k.size(0);
   // [T, n_kv, D] -> [n_kv, T, D]
   k_[layer].narrow(1, length_, T).copy_(k.transpose(0, 1));
@@ -42,11 +49,11 @@ void KVCache::write(int64_t layer, const at::Tensor& k, const at::Tensor& v) {
 }
 
 at::Tensor KVCache::keys(int64_t layer, int64_t pending) const {
-  return k_[layer].narrow(1, 0, length_ + pending);
+  return k_[size_t(source_[size_t(layer)])].narrow(1, 0, length_ + pending);
 }
 
 at::Tensor KVCache::values(int64_t layer, int64_t pending) const {
-  return v_[layer].narrow(1, 0, length_ + pending);
+  return v_[size_t(source_[size_t(layer)])].narrow(1, 0, length_ + pending);
 }
 
 }  // namespace dspark

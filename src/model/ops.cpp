@@ -72,6 +72,16 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, bool g
   return w * normed.to(x.scalar_type());
 }
 
+at::Tensor rms_norm_f32_scale(const at::Tensor& x, const at::Tensor& w, double eps) {
+  // In float32 w * normed is the same product: take rms_norm's fast path.
+  if (w.defined() && x.scalar_type() == torch::kFloat32 && w.scalar_type() == torch::kFloat32)
+    return rms_norm(x, w, eps, false);
+  at::Tensor xf = x.to(torch::kFloat32);
+  at::Tensor normed = xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps);
+  if (w.defined()) normed = normed * w.to(torch::kFloat32);
+  return normed.to(x.scalar_type());
+}
+
 // y = x w^T + b for x [..., k], w [n, k], b [n]. Few rows (decoding) on CPU with bf16/f32 weights,
 // or any number of rows under a RowInvariantScope, go to kernels/matmul (LibTorch 1.13 is far from
 // the memory-bandwidth bound there); anything else, and anything autograd must see, goes to

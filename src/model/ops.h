@@ -10,6 +10,10 @@ namespace dspark {
 // Gemma (`gemma`): normed * (1 + w) in float32, then cast, the order HF uses.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, bool gemma = false);
 
+// Gemma4's RMSNorm: normed * w in float32, then cast (HF's order, so bf16 results match). An
+// undefined w: no scale (Gemma4's value norm).
+at::Tensor rms_norm_f32_scale(const at::Tensor& x, const at::Tensor& w, double eps);
+
 // y = x w^T + b for x [..., k], w [n, k], b [n]. A few rows on CPU without autograd go to the
 // decoding kernels (kernels/matmul); everything else to at::linear.
 at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});

@@ -11,7 +11,13 @@ namespace dspark {
 at::Tensor rope_inverse_frequencies(int64_t head_dim, double theta, const RopeScaling& scaling) {
   auto exponents = torch::arange(0, head_dim, 2, torch::kInt64).to(torch::kFloat32) / double(head_dim);
   at::Tensor inv_freq = 1.0 / torch::pow(torch::tensor(theta, torch::kFloat32), exponents);
-  if (scaling.type == "linear") {
+  if (scaling.type == "proportional") {
+    // Gemma4's global layers: the first int(p * D / 2) frequencies as above (exponents over the
+    // whole D), the rest 0 (cos 1, sin 0: those dims pass unrotated), all divided by factor.
+    const int64_t rotated = int64_t(std::floor(scaling.partial_rotary_factor * double(head_dim) / 2.0));
+    inv_freq.narrow(0, rotated, inv_freq.size(0) - rotated).zero_();
+    inv_freq = inv_freq / scaling.factor;
+  } else if (scaling.type == "linear") {
     inv_freq = inv_freq / scaling.factor;
   } else if (scaling.type == "llama3") {
     const double old_context = double(scaling.original_max_position_embeddings);

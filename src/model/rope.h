@@ -7,7 +7,8 @@
 namespace dspark {
 
 // inv_freq[i] = theta^(-2i/D) for i < D/2, float32, with `scaling` applied ("linear": / factor;
-// "llama3": long wavelengths / factor, short ones kept, smooth blend in between).
+// "llama3": long wavelengths / factor, short ones kept, smooth blend in between; "proportional":
+// only the first partial_rotary_factor share kept, the rest 0, then / factor).
 at::Tensor rope_inverse_frequencies(int64_t head_dim, double theta, const RopeScaling& scaling);
 
 // cos and sin tables for `positions` [N] (int64): [N, D] float32 each (the D/2 angles repeated).

@@ -37,6 +37,13 @@ at::Tensor attention_mask(int64_t position0, int64_t T, int64_t S, int64_t windo
   return allowed;
 }
 
+// The architecture's RMSNorm: w * normed (Llama, Qwen), normed * (1 + w) (Gemma2/3) or normed * w
+// in float32 (Gemma4).
+at::Tensor norm(const ModelConfig& c, const at::Tensor& x, const at::Tensor& w) {
+  if (c.norm_scale_f32) return rms_norm_f32_scale(x, w, c.rms_norm_eps);
+  return rms_norm(x, w, c.rms_norm_eps, c.gemma_norm);
+}
+
 template <typename Segments>
 bool uniform_without_cache(const Segments& segments) {
   for (const auto& seg : segments)
@@ -49,11 +56,19 @@ bool uniform_without_cache(const Segments& segments) {
 Transformer::Transformer(ModelConfig config, ModelWeights weights, c10::Device device)
     : config_(std::move(config)), weights_(std::move(weights)), device_(device),
       dtype_(weights_.final_norm.scalar_type()) {  // activations: as the norms (float32 when mixed)
-  inv_freq_global_ = rope_inverse_frequencies(config_.head_dim, config_.rope_theta, config_.rope_scaling).to(device_);
-  // Gemma3 gives its sliding-window layers their own unscaled RoPE; every other architecture uses
-  // one RoPE, scaling included, for both kinds of layer.
-  const RopeScaling local_scaling = config_.arch == Architecture::Gemma3 ? RopeScaling{} : config_.rope_scaling;
-  inv_freq_local_ = rope_inverse_frequencies(config_.head_dim, config_.rope_local_theta, local_scaling).to(device_);
+  // One RoPE per attention kind (config.h: Gemma3/4 give sliding layers their own; Gemma4's
+  // full layers have their own head dim too).
+  inv_freq_global_ = rope_inverse_frequencies(config_.head_dim_of_kind(false), config_.rope_theta,
+                                              config_.rope_scaling).to(device_);
+  inv_freq_local_ = rope_inverse_frequencies(config_.head_dim_of_kind(true), config_.rope_local_theta,
+                                             config_.rope_local_scaling).to(device_);
+  kv_read_by_later_layers_.assign(size_t(config_.num_layers), false);
+  for (int64_t l = 0; l < config_.num_layers; ++l)
+    if (config_.kv_shared(l)) kv_read_by_later_layers_[size_t(config_.kv_source(l))] = true;
+  const bool ple = config_.per_layer_size > 0;
+  if (ple != weights_.embed_per_layer.defined())
+    fail("model weights {} per-layer embeddings but the config has hidden_size_per_layer_input = {}",
+         ple ? "lack" : "have", config_.per_layer_size);
 }
 
 std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const LoadOptions& options) {
@@ -95,11 +110,13 @@ at::Tensor Transformer::logits_from_final_hidden(const at::Tensor& hidden) const
   return logits;
 }
 
-// Attention for every segment. q [N, nh, D], k/v [N, nkv, D] (RoPE applied). Returns [N, nh*D].
+// Attention for every segment. q [N, nh, D], k/v [N, nkv, D] (RoPE applied; a KV-shared layer gets
+// its source layer's, which cached segments read from the cache instead). Returns [N, nh*D].
 at::Tensor Transformer::attention(int64_t layer, const at::Tensor& q, const at::Tensor& k,
                                   const at::Tensor& v, std::vector<Segment>& segments) {
-  const int64_t nkv = config_.num_kv_heads, group = config_.num_heads / nkv, D = config_.head_dim;
+  const int64_t nkv = config_.kv_heads_at(layer), group = config_.num_heads / nkv, D = config_.head_dim_at(layer);
   const int64_t window = config_.layer_is_sliding[layer] ? config_.sliding_window : 0;
+  const bool shared = config_.kv_shared(layer);  // k, v: the source layer's, already in the cache
   if (segments.size() > 1 && uniform_without_cache(segments)) {
     // Training / scoring: B equal sequences without a cache, all in one batched product.
     const int64_t B = int64_t(segments.size()), T = segments[0].length;
@@ -122,7 +139,7 @@ at::Tensor Transformer::attention(int64_t layer, const at::Tensor& q, const at::
     at::Tensor q_s = q.narrow(0, seg.row_begin, T);  // [T, nh, D]
     at::Tensor keys, values;                          // [nkv, S, D]
     if (seg.cache) {
-      seg.cache->write(layer, k.narrow(0, seg.row_begin, T), v.narrow(0, seg.row_begin, T));
+      if (!shared) seg.cache->write(layer, k.narrow(0, seg.row_begin, T), v.narrow(0, seg.row_begin, T));
       keys = seg.cache->keys(layer, T);
       values = seg.cache->values(layer, T);
     } else {
@@ -167,44 +184,79 @@ at::Tensor Transformer::attention(int64_t layer, const at::Tensor& q, const at::
   return outputs.size() == 1 ? outputs[0] : torch::cat(outputs, 0);
 }
 
-at::Tensor Transformer::run_layers(at::Tensor x, const at::Tensor& positions,
+// Gemma4's per-layer inputs for tokens [N] with embeddings x [N, H]: [N, L, P].
+at::Tensor Transformer::per_layer_inputs(const at::Tensor& tokens, const at::Tensor& x) const {
+  const ModelConfig& c = config_;
+  const int64_t N = x.size(0), L = c.num_layers, P = c.per_layer_size;
+  // Token identity: the packed table [Vp, L*P] times sqrt(P) (rounded to the dtype, as HF does).
+  at::Tensor identity = torch::embedding(weights_.embed_per_layer, tokens).to(dtype_);
+  identity = identity * torch::tensor(std::sqrt(double(P)), torch::kFloat32).to(dtype_).to(device_);
+  // Context: the embeddings projected [N, L*P], / sqrt(H), normed per layer over P.
+  at::Tensor context = dense(x, weights_.per_layer_model_proj) * (1.0 / std::sqrt(double(c.hidden_size)));
+  context = norm(c, context.view({N, L, P}), weights_.per_layer_proj_norm);
+  return (context + identity.view({N, L, P})) * std::pow(2.0, -0.5);
+}
+
+at::Tensor Transformer::run_layers(const at::Tensor& tokens, at::Tensor x, const at::Tensor& positions,
                                    std::vector<Segment>& segments, const HiddenTaps& taps,
                                    std::vector<at::Tensor>* tapped) {
   const ModelConfig& c = config_;
-  const int64_t N = x.size(0), D = c.head_dim;
+  const int64_t N = x.size(0);
   auto [cos_g, sin_g] = rope_tables(inv_freq_global_, positions);
   at::Tensor cos_l, sin_l;
   if (c.sliding_window > 0) std::tie(cos_l, sin_l) = rope_tables(inv_freq_local_, positions);
+  const at::Tensor ple = c.per_layer_size > 0 ? per_layer_inputs(tokens, x) : at::Tensor();  // [N, L, P]
+  // Keys/values of the layers that KV-shared layers read (Gemma4), for segments without a cache.
+  std::vector<at::Tensor> kept_k(size_t(c.num_layers)), kept_v(size_t(c.num_layers));
 
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
-    at::Tensor h = rms_norm(x, w.input_norm, c.rms_norm_eps, c.gemma_norm);
-    at::Tensor q = dense(h, w.q_proj, w.q_bias).view({N, c.num_heads, D});
-    at::Tensor k = dense(h, w.k_proj, w.k_bias).view({N, c.num_kv_heads, D});
-    at::Tensor v = dense(h, w.v_proj, w.v_bias).view({N, c.num_kv_heads, D});
-    if (c.qk_norm) {
-      q = rms_norm(q, w.q_norm, c.rms_norm_eps, c.gemma_norm);
-      k = rms_norm(k, w.k_norm, c.rms_norm_eps, c.gemma_norm);
-    }
+    const int64_t D = c.head_dim_at(l), nkv = c.kv_heads_at(l);
     const bool local = c.layer_is_sliding[l];
-    q = apply_rope(q, local ? cos_l : cos_g, local ? sin_l : sin_g);
-    k = apply_rope(k, local ? cos_l : cos_g, local ? sin_l : sin_g);
+    const at::Tensor& cos = local ? cos_l : cos_g;
+    const at::Tensor& sin = local ? sin_l : sin_g;
+    at::Tensor h = norm(c, x, w.input_norm);
+    at::Tensor q = dense(h, w.q_proj, w.q_bias).view({N, c.num_heads, D});
+    if (c.qk_norm) q = norm(c, q, w.q_norm);
+    q = apply_rope(q, cos, sin);
+    at::Tensor k, v;
+    if (c.kv_shared(l)) {
+      k = kept_k[size_t(c.kv_source(l))];
+      v = kept_v[size_t(c.kv_source(l))];
+    } else {
+      k = dense(h, w.k_proj, w.k_bias).view({N, nkv, D});
+      // attention_k_eq_v: the values are the key projection before k_norm and RoPE.
+      v = c.values_from_keys(l) ? k : dense(h, w.v_proj, w.v_bias).view({N, nkv, D});
+      if (c.qk_norm) k = norm(c, k, w.k_norm);
+      k = apply_rope(k, cos, sin);
+      if (c.v_norm) v = rms_norm_f32_scale(v, at::Tensor(), c.rms_norm_eps);
+      if (kv_read_by_later_layers_[size_t(l)]) {
+        kept_k[size_t(l)] = k;
+        kept_v[size_t(l)] = v;
+      }
+    }
     at::Tensor attn = dense(attention(l, q, k, v, segments), w.o_proj, w.o_bias);
     if (c.sandwich_norm) {
-      x = x + rms_norm(attn, w.post_attn_norm, c.rms_norm_eps, true);
-      h = rms_norm(x, w.pre_ffn_norm, c.rms_norm_eps, true);
+      x = x + norm(c, attn, w.post_attn_norm);
+      h = norm(c, x, w.pre_ffn_norm);
     } else {
       x = x + attn;
-      h = rms_norm(x, w.post_attn_norm, c.rms_norm_eps, c.gemma_norm);
+      h = norm(c, x, w.post_attn_norm);
     }
     at::Tensor mlp = dense(activation(dense(h, w.gate_proj), c.activation) * dense(h, w.up_proj), w.down_proj);
-    if (c.sandwich_norm) mlp = rms_norm(mlp, w.post_ffn_norm, c.rms_norm_eps, true);
+    if (c.sandwich_norm) mlp = norm(c, mlp, w.post_ffn_norm);
     x = x + mlp;
+    if (ple.defined()) {
+      // Gemma4: the layer's per-layer input [N, P], gated by the hidden state, back to [N, H].
+      at::Tensor gated = activation(dense(x, w.per_layer_gate), c.activation) * ple.select(1, l);
+      x = x + norm(c, dense(gated, w.per_layer_proj), w.post_per_layer_norm);
+    }
+    if (w.layer_scalar.defined()) x = x * w.layer_scalar.to(x.scalar_type());
     if (tapped)
       for (size_t i = 0; i < taps.layers.size(); ++i)
         if (taps.layers[i] == l) (*tapped)[i] = x;
   }
-  return rms_norm(x, weights_.final_norm, c.rms_norm_eps, c.gemma_norm);
+  return norm(c, x, weights_.final_norm);
 }
 
 std::vector<ChunkOutput> Transformer::forward(std::vector<SequenceChunk>& chunks, const HiddenTaps& taps) {
@@ -240,7 +292,7 @@ std::vector<ChunkOutput> Transformer::forward(std::vector<SequenceChunk>& chunks
   at::Tensor tokens = torch::tensor(all_tokens, long_opts).to(device_);
   at::Tensor positions = torch::tensor(all_positions, long_opts).to(device_);
   std::vector<at::Tensor> tapped(taps.layers.size());
-  at::Tensor final_hidden = run_layers(embed(tokens), positions, segments, taps, &tapped);
+  at::Tensor final_hidden = run_layers(tokens, embed(tokens), positions, segments, taps, &tapped);
   for (SequenceChunk& chunk : chunks)
     if (chunk.cache) chunk.cache->commit(int64_t(chunk.tokens.size()));
 
@@ -286,7 +338,7 @@ at::Tensor Transformer::hidden_full(const at::Tensor& tokens, const HiddenTaps& 
   at::Tensor flat = tokens.reshape({B * T}).to(device_);
   at::Tensor positions = torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(device_)).repeat({B});
   std::vector<at::Tensor> tapped(taps.layers.size());
-  at::Tensor hidden = run_layers(embed(flat), positions, segments, taps, &tapped);
+  at::Tensor hidden = run_layers(flat, embed(flat), positions, segments, taps, &tapped);
   if (layer_hidden) {
     layer_hidden->clear();
     for (auto& t : tapped) layer_hidden->push_back(t.view({B, T, -1}));

@@ -1,4 +1,4 @@
-// The decoder-only transformer (Qwen3 / Qwen2 / Llama / Gemma2 / Gemma3) in LibTorch.
+// The decoder-only transformer (Qwen3 / Qwen2 / Llama / Gemma2 / Gemma3 / Gemma4 text) in LibTorch.
 //
 // One entry point advances any number of sequences at once ("ragged batching"): the tokens of all
 // chunks are flattened into rows [N, H] for the dense layers, and attention runs per sequence
@@ -78,8 +78,9 @@ class Transformer {
 
  private:
   struct Segment;  // a chunk's rows and its cache, see transformer.cpp
-  at::Tensor run_layers(at::Tensor x, const at::Tensor& positions, std::vector<Segment>& segments,
-                        const HiddenTaps& taps, std::vector<at::Tensor>* tapped);
+  at::Tensor run_layers(const at::Tensor& tokens, at::Tensor x, const at::Tensor& positions,
+                        std::vector<Segment>& segments, const HiddenTaps& taps, std::vector<at::Tensor>* tapped);
+  at::Tensor per_layer_inputs(const at::Tensor& tokens, const at::Tensor& x) const;
   at::Tensor attention(int64_t layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                        std::vector<Segment>& segments);
 
@@ -87,7 +88,8 @@ class Transformer {
   ModelWeights weights_;
   c10::Device device_;
   c10::ScalarType dtype_;
-  at::Tensor inv_freq_global_, inv_freq_local_;  // [D/2] float32
+  at::Tensor inv_freq_global_, inv_freq_local_;  // [D/2] float32 (each kind's own D)
+  std::vector<bool> kv_read_by_later_layers_;    // [L] Gemma4 KV sharing: a later layer attends to its k/v
 };
 
 }  // namespace dspark

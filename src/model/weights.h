@@ -11,9 +11,11 @@
 
 namespace dspark {
 
+// Shapes with this layer's D, nkv and F (ModelConfig::head_dim_at etc.).
 struct LayerWeights {
   at::Tensor input_norm;            // [H]
-  at::Tensor q_proj, k_proj, v_proj;  // [nh*D, H], [nkv*D, H], [nkv*D, H]
+  at::Tensor q_proj, k_proj, v_proj;  // [nh*D, H], [nkv*D, H], [nkv*D, H]; Gemma4: no k/v on KV-shared
+                                      // layers, no v with attention_k_eq_v on full layers
   at::Tensor q_bias, k_bias, v_bias;  // Qwen2, or attention_bias = true
   at::Tensor q_norm, k_norm;          // [D] (Qwen3, Gemma3)
   at::Tensor o_proj;                  // [H, nh*D]
@@ -22,6 +24,9 @@ struct LayerWeights {
   at::Tensor pre_ffn_norm, post_ffn_norm;  // [H] (Gemma sandwich)
   at::Tensor gate_proj, up_proj;      // [F, H]
   at::Tensor down_proj;               // [H, F]
+  // Gemma4 per-layer input: gate [P, H], projection [H, P], norm [H]; output scalar [1].
+  at::Tensor per_layer_gate, per_layer_proj, post_per_layer_norm;
+  at::Tensor layer_scalar;
 };
 
 struct ModelWeights {
@@ -29,8 +34,10 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   at::Tensor final_norm;  // [H]
   at::Tensor lm_head;     // [V, H]; the same tensor as `embed` when tied
+  // Gemma4 per-layer embeddings: table [Vp, L*P], projection of the embeddings [L*P, H], norm [P].
+  at::Tensor embed_per_layer, per_layer_model_proj, per_layer_proj_norm;
 
-  // (HF name, tensor) for every stored parameter; the tied lm_head is listed once (as embed).
+  // (HF name, tensor) for every stored (defined) parameter; the tied lm_head is listed once (as embed).
   std::vector<std::pair<std::string, at::Tensor*>> named();
 };
 

@@ -14,8 +14,12 @@
 #include <iostream>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/transformer.h"
+#include "support/tiny_models.h"
 
 namespace dspark {
 namespace {
@@ -25,7 +29,7 @@ namespace fs = std::filesystem;
 fs::path parity_dir() { return fs::path(DSPARK_SOURCE_DIR) / "tests/data/hf_parity"; }
 
 // Every model the generator writes; HfParityData.EveryGeneratedModelIsTested keeps the two in step.
-const std::vector<std::string> kModels = {"qwen3", "qwen2", "llama3", "llama_tied", "gemma2", "gemma3"};
+const std::vector<std::string> kModels = {"qwen3", "qwen2", "llama3", "llama_tied", "gemma2", "gemma3", "gemma4"};
 
 // Float32 on both sides, so the differences are rounding only: the same products summed in other
 // orders (blocked GEMMs, the decode kernels' dot products), ~1e-7 relative per operation, grown
@@ -170,6 +174,37 @@ TEST_P(HfParity, CachedDecodingMatchesTransformers) {
 // No prefix, so that --gtest_filter='HfParity*' selects every parity test.
 INSTANTIATE_TEST_SUITE_P(, HfParity, ::testing::ValuesIn(kModels),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// A multimodal Gemma-4 checkpoint (Gemma4ForConditionalGeneration: the text config nested as
+// text_config, the decoder's tensors under model.language_model.) holding the parity model's text
+// decoder loads as the same model: the same logits, bit for bit.
+TEST(HfParityGemma4, MultimodalCheckpointLayoutLoadsTheSameModel) {
+  const fs::path text_dir = parity_dir() / "gemma4";
+  const std::string dir = testing::temp_dir("gemma4-multimodal");
+  nlohmann::json text = nlohmann::json::parse(io::read_text_file((text_dir / "config.json").string()));
+  text.erase("architectures");
+  text.erase("dtype");
+  const nlohmann::json config = {{"architectures", {"Gemma4ForConditionalGeneration"}},
+                                 {"model_type", "gemma4"},
+                                 {"dtype", "float32"},
+                                 {"tie_word_embeddings", true},
+                                 {"text_config", text}};
+  io::write_text_atomic(dir + "/config.json", config.dump(2));
+  const io::TensorStore store = io::TensorStore::open(text_dir.string());
+  std::vector<io::TensorToWrite> renamed;
+  for (const auto& [name, view] : store.tensors()) {
+    ASSERT_EQ(name.rfind("model.", 0), 0u) << name;
+    renamed.push_back({"model.language_model." + name.substr(6), view.dtype, view.shape, view.data, view.nbytes});
+  }
+  io::write_safetensors_dir(dir, renamed);
+
+  auto text_model = load_model("gemma4");
+  auto multimodal = Transformer::load(dir, LoadOptions{"float32", "cpu"});
+  EXPECT_EQ(multimodal->config().arch, Architecture::Gemma4);
+  const at::Tensor tokens = torch::tensor(load_goldens("gemma4")[0].tokens).unsqueeze(0);
+  EXPECT_TRUE(torch::equal(multimodal->forward_full(tokens), text_model->forward_full(tokens)));
+  fs::remove_all(dir);
+}
 
 TEST(HfParityData, EveryGeneratedModelIsTested) {
   std::vector<std::string> on_disk;

@@ -22,9 +22,13 @@ std::vector<int64_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
 // fp32 rounding is ~1e-6 relative; bf16 has 8 mantissa bits and the paths round at different
 // points (3 layers of random weights with std 0.2 amplify that), so allow 6% of the largest
 // |logit|. Measured: at most ~4% across architectures; a wrong mask or RoPE offset gives ~100%.
-double tolerance(c10::ScalarType dtype, const at::Tensor& reference) {
+// Gemma4 attends with scaling 1 over RMS-normed q and k, so its scores reach ~D, where bf16's
+// spacing is 1/8 to 1/4: either bf16 path is ~11% of the largest |logit| from float32 (measured)
+// and the two ~15% from each other; allow 25% there.
+double tolerance(c10::ScalarType dtype, const at::Tensor& reference, const std::string& kind = "") {
   const double scale = reference.abs().max().item<double>();
-  return dtype == torch::kFloat32 ? 1e-4 * std::max(1.0, scale) : 0.06 * std::max(1.0, scale);
+  if (dtype == torch::kFloat32) return 1e-4 * std::max(1.0, scale);
+  return (kind == "gemma4" ? 0.25 : 0.06) * std::max(1.0, scale);
 }
 
 struct ArchDtype {
@@ -50,7 +54,7 @@ TEST_P(TransformerTest, IncrementalDecodingMatchesFullForward) {
   EXPECT_EQ(cache.length(), T);
   ASSERT_EQ(incremental.sizes(), full.sizes());
   const double max_diff = (incremental - full).abs().max().item<double>();
-  EXPECT_LE(max_diff, tolerance(GetParam().dtype, full)) << GetParam().kind;
+  EXPECT_LE(max_diff, tolerance(GetParam().dtype, full, GetParam().kind)) << GetParam().kind;
 }
 
 TEST_P(TransformerTest, RaggedBatchMatchesSequencesAlone) {

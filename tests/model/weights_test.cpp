@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
 #include "model/rope.h"
@@ -106,6 +107,92 @@ TEST(ModelConfig, UnsupportedArchitectureAndBadFieldsAreClearErrors) {
   }
   EXPECT_THROW(parse_model_config("{not json", "cfg.json"), Error);
   EXPECT_THROW(parse_model_config(R"({"architectures": ["Qwen3ForCausalLM"], "vocab_size": 10})", "cfg.json"), Error);
+}
+
+// Gemma-4: per-kind head geometry, KV sharing and per-layer embeddings, from the keys released
+// checkpoints carry (global_head_dim, num_global_key_value_heads) or from per_layer_config.
+TEST(ModelConfig, Gemma4LayerGeometryAndKvSharing) {
+  const nlohmann::json base = nlohmann::json::parse(testing::tiny_config_json("gemma4"));
+  ModelConfig c = parse_model_config(base.dump(), "gemma4.json");
+  EXPECT_EQ(c.arch, Architecture::Gemma4);
+  EXPECT_EQ(c.layer_is_sliding, (std::vector<bool>{true, false, true, false}));
+  EXPECT_EQ(c.layer_head_dim, (std::vector<int64_t>{16, 32, 16, 32}));
+  EXPECT_EQ(c.layer_kv_heads, (std::vector<int64_t>{2, 1, 2, 1}));
+  EXPECT_EQ(c.layer_kv_source, (std::vector<int64_t>{0, 1, 0, 1}));
+  EXPECT_EQ(c.layer_intermediate, (std::vector<int64_t>{48, 48, 96, 96}));  // double-wide shared layers
+  EXPECT_TRUE(c.k_eq_v && c.v_norm && c.layer_scalar && c.qk_norm && c.sandwich_norm && c.norm_scale_f32);
+  EXPECT_FALSE(c.gemma_norm);
+  EXPECT_DOUBLE_EQ(c.attn_scale, 1.0);
+  EXPECT_EQ(c.per_layer_size, 8);
+  EXPECT_EQ(c.rope_scaling.type, "proportional");
+  EXPECT_DOUBLE_EQ(c.rope_scaling.partial_rotary_factor, 0.25);
+  EXPECT_EQ(c.rope_local_scaling.type, "none");
+  // Proportional RoPE: 4 of the 16 frequencies of a 32-dim head rotate, over exponents of 32.
+  at::Tensor inv = rope_inverse_frequencies(32, 1e6, c.rope_scaling);
+  EXPECT_NEAR(inv[1].item<double>(), std::pow(1e6, -2.0 / 32.0), 1e-7);
+  EXPECT_GT(inv[3].item<double>(), 0.0);
+  EXPECT_EQ(inv.narrow(0, 4, 12).abs().sum().item<double>(), 0.0);
+
+  nlohmann::json written = base;  // what transformers 5.25 writes instead of the two keys
+  written.erase("global_head_dim");
+  written.erase("num_global_key_value_heads");
+  written["per_layer_config"] = {{"1", {{"head_dim", 32}, {"num_key_value_heads", 1}}},
+                                 {"3", {{"head_dim", 32}, {"num_key_value_heads", 1}}}};
+  ModelConfig w = parse_model_config(written.dump(), "gemma4.json");
+  EXPECT_EQ(w.layer_head_dim, c.layer_head_dim);
+  EXPECT_EQ(w.layer_kv_heads, c.layer_kv_heads);
+  EXPECT_EQ(w.parameter_count(), c.parameter_count());
+  ModelWeights weights = random_weights(c, torch::kFloat32, 1);
+  int64_t stored = 0;
+  for (auto& [name, t] : weights.named()) stored += t->numel();
+  EXPECT_EQ(stored, c.parameter_count());
+}
+
+TEST(ModelConfig, UnsupportedGemma4FeaturesAreOneLineErrors) {
+  const nlohmann::json base = nlohmann::json::parse(testing::tiny_config_json("gemma4"));
+  auto error_of = [&](const nlohmann::json& patch) -> std::string {
+    nlohmann::json j = base;
+    j.merge_patch(patch);
+    try {
+      parse_model_config(j.dump(), "gemma4.json");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  auto expect_error = [&](const nlohmann::json& patch, const std::string& words) {
+    const std::string message = error_of(patch);
+    EXPECT_NE(message.find(words), std::string::npos) << patch.dump() << " -> '" << message << "'";
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    EXPECT_EQ(message.rfind("gemma4.json", 0), 0u) << message;
+  };
+  expect_error({{"enable_moe_block", true}}, "mixture-of-experts");
+  expect_error({{"use_bidirectional_attention", "all"}}, "use_bidirectional_attention");
+  expect_error({{"num_kv_shared_layers", 4}}, "num_kv_shared_layers");
+  expect_error({{"num_kv_shared_layers", 3}}, "no earlier unshared layer");  // layer 1 (full) would be shared too
+  expect_error({{"per_layer_config", {{"1", {{"sliding_window", 4}}}}}}, "per_layer_config['1'].sliding_window");
+  expect_error({{"per_layer_config", {{"7", {{"head_dim", 32}}}}}}, "not a layer index");
+  expect_error({{"per_layer_config", {{"1", {{"head_dim", 32}}}, {"3", {{"head_dim", 64}}}}}}, "differ in head_dim");
+  expect_error({{"vocab_size_per_layer_input", 50}}, "vocab_size_per_layer_input");
+  expect_error({{"rope_parameters", {{"full_attention", {{"rope_type", "yarn"}}}}}}, "yarn");
+  EXPECT_EQ(error_of({{"use_bidirectional_attention", "vision"}}), "");  // text tokens stay causal
+}
+
+TEST(Weights, MissingGemma4TensorNamesTheTensor) {
+  const std::string dir = testing::temp_dir("weights-gemma4-missing");
+  ModelConfig config = parse_model_config(testing::tiny_config_json("gemma4"), "gemma4");
+  ModelWeights weights = random_weights(config, torch::kFloat32, 1);
+  EXPECT_FALSE(weights.layers[1].v_proj.defined());  // k = v on full layers
+  EXPECT_FALSE(weights.layers[2].k_proj.defined());  // KV-shared
+  weights.layers[2].per_layer_gate = at::Tensor();   // not written
+  save_weights(weights, dir, torch::kFloat32);
+  io::write_text_atomic(dir + "/config.json", testing::tiny_config_json("gemma4"));
+  try {
+    Transformer::load(dir);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers.2.per_layer_input_gate.weight"), std::string::npos) << e.what();
+  }
 }
 
 class WeightsRoundTrip : public ::testing::TestWithParam<std::tuple<std::string, size_t>> {};

@@ -9,7 +9,7 @@
 
 namespace dspark::testing {
 
-std::vector<std::string> all_tiny_kinds() { return {"qwen3", "qwen2", "llama3", "gemma2", "gemma3"}; }
+std::vector<std::string> all_tiny_kinds() { return {"qwen3", "qwen2", "llama3", "gemma2", "gemma3", "gemma4"}; }
 
 std::string tiny_config_json(const std::string& kind, int64_t vocab, int64_t sliding_window) {
   nlohmann::json j = {{"vocab_size", vocab},       {"hidden_size", 32},        {"intermediate_size", 48},
@@ -46,6 +46,26 @@ std::string tiny_config_json(const std::string& kind, int64_t vocab, int64_t sli
     j["rope_local_base_freq"] = 10000.0;
     j["rope_theta"] = 1000000.0;
     j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}};
+  } else if (kind == "gemma4") {
+    // Every Gemma-4 text feature: full layers with their own head dim and one KV head whose values
+    // are the keys (k = v) under proportional RoPE, layers 2 and 3 reading the keys/values of
+    // layers 0 and 1 (with double-wide MLPs), per-layer embeddings, a final softcap.
+    j["architectures"] = {"Gemma4ForCausalLM"};
+    j["hidden_activation"] = "gelu_pytorch_tanh";
+    j["num_hidden_layers"] = 4;
+    j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention", "full_attention"};
+    j["sliding_window"] = sliding_window;
+    j["global_head_dim"] = 32;
+    j["num_global_key_value_heads"] = 1;
+    j["attention_k_eq_v"] = true;
+    j["num_kv_shared_layers"] = 2;
+    j["use_double_wide_mlp"] = true;
+    j["hidden_size_per_layer_input"] = 8;
+    j["vocab_size_per_layer_input"] = vocab;
+    j["final_logit_softcapping"] = 30.0;
+    j["rope_parameters"] = {
+        {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}}},
+        {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}};
   }
   return j.dump();
 }
@@ -53,10 +73,13 @@ std::string tiny_config_json(const std::string& kind, int64_t vocab, int64_t sli
 std::unique_ptr<Transformer> tiny_model(const std::string& kind, c10::ScalarType dtype, uint64_t seed) {
   ModelConfig config = parse_model_config(tiny_config_json(kind), kind);
   ModelWeights weights = random_weights(config, dtype, seed);
-  if (config.gemma_norm) {
-    // Random (not identity) norm weights so that the (1 + w) form is actually exercised.
+  if (config.gemma_norm || config.norm_scale_f32) {
+    // Random (not identity) norm weights so that the (1 + w) or float32 w form is actually
+    // exercised, and (Gemma4) layer scalars other than 1.
+    const double identity = config.gemma_norm ? 0.0 : 1.0;
     for (auto& [name, t] : weights.named())
-      if (t->dim() == 1 && name.find("norm") != std::string::npos) *t = (torch::randn_like(t->to(torch::kFloat32)) * 0.3).to(dtype);
+      if (t->dim() == 1 && (name.find("norm") != std::string::npos || name.find("layer_scalar") != std::string::npos))
+        *t = (identity + torch::randn_like(t->to(torch::kFloat32)) * 0.3).to(dtype);
   }
   return std::make_unique<Transformer>(std::move(config), std::move(weights));
 }
