@@ -1,4 +1,7 @@
 // dspark serve: the OpenAI-compatible server (src/serve) over the continuous-batching engine.
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <iostream>
 #include <thread>
@@ -13,6 +16,30 @@
 
 namespace dspark::cli {
 namespace {
+
+// SIGINT / SIGTERM -> one byte on this pipe, read by the stopper thread. A handler (not sigwait
+// with the signals blocked) because a process-directed signal goes to any thread that does not
+// block it, and libraries start threads of their own before main (OpenBLAS's pool): with the
+// default action there, the first signal killed the server mid-request.
+int g_signal_pipe[2] = {-1, -1};
+
+void on_stop_signal(int signal_number) {
+  const int saved = errno;
+  const char byte = char(signal_number);
+  [[maybe_unused]] const ssize_t written = write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+// Blocks until a stop signal arrives; returns false if the pipe failed.
+bool wait_for_stop_signal() {
+  char byte = 0;
+  for (;;) {
+    const ssize_t n = read(g_signal_pipe[0], &byte, 1);
+    if (n == 1) return true;
+    if (n < 0 && errno == EINTR) continue;
+    return false;
+  }
+}
 
 struct ServeArgs {
   std::string model_dir;
@@ -29,13 +56,15 @@ struct ServeArgs {
 };
 
 int run_serve(const ServeArgs& args) {
-  // SIGINT / SIGTERM are taken by this thread with sigwait (blocked before any thread starts, so
-  // every thread inherits the mask); a client that disconnects must not kill the process.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGINT / SIGTERM stop the server gracefully (on_stop_signal); a client that disconnects must
+  // not kill the process (SIGPIPE).
+  if (pipe(g_signal_pipe) != 0) fail("cannot create the signal pipe");
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
   LoadedModel loaded = load_model_dir(args.model_dir, args.runtime);
@@ -71,14 +100,11 @@ int run_serve(const ServeArgs& args) {
             << std::flush;
 
   std::thread stopper([&] {
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
+    if (!wait_for_stop_signal()) return;
     std::cerr << "dspark serve: stopping (finishing running requests; again to cancel them)\n";
     // Running requests get a grace period; a second signal cancels them at once.
     std::thread([&] {
-      int again = 0;
-      sigwait(&signals, &again);
-      engine.shutdown(/*drain=*/false, std::chrono::milliseconds(0));
+      if (wait_for_stop_signal()) engine.shutdown(/*drain=*/false, std::chrono::milliseconds(0));
     }).detach();
     engine.shutdown(/*drain=*/true, std::chrono::seconds(30));
   });
