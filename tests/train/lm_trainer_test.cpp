@@ -9,6 +9,7 @@
 
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "model/bf16_training_linear.h"
 #include "model/transformer.h"
 #include "support/tiny_models.h"
 #include "support/train_log.h"
@@ -146,6 +147,30 @@ TEST(WindowSampler, VisitsEveryWindowOncePerEpochAndIsAFunctionOfTheStep) {
   for (int c : seen) EXPECT_EQ(c, 1);
   EXPECT_EQ(a.batch(30, 4), b.batch(30, 4));  // b jumps straight to step 30
   EXPECT_NE(a.batch(0, 4), a.batch(25, 4));   // epoch 2 is reshuffled
+}
+
+}  // namespace
+}  // namespace dspark
+
+namespace dspark {
+namespace {
+
+// --matmul bf16 (AMX tiles for the linear layers' products): the loss falls as with float32, and
+// a run cannot be resumed with the other product precision.
+TEST(LmTrainer, Bf16MatmulsTrainAndKeepTheirIdentity) {
+  if (!bf16_training_linear_available()) GTEST_SKIP() << "no AMX on this CPU";
+  at::set_num_threads(1);
+  const TinySetup s = make_setup();
+  LmTrainOptions o = options_for(s, "bf16", 40);
+  o.matmul = "bf16";
+  const LmTrainResult r = train_lm(o);
+  EXPECT_TRUE(r.finished);
+  const auto losses = logged_losses(o.out_dir);
+  ASSERT_EQ(losses.size(), 4u);
+  EXPECT_LT(losses.back(), losses.front() - 1.0);
+  LmTrainOptions other = options_for(s, "bf16", 40);
+  other.resume = true;  // matmul f32
+  EXPECT_THROW(train_lm(other), Error);
 }
 
 }  // namespace
