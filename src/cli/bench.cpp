@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "cli/model_args.h"
 #include "engine/drafter_factory.h"
+#include "engine/engine.h"
 #include "engine/verify_setup.h"
 #include "io/atomic_file.h"
 #include "io/prompts_file.h"
@@ -67,14 +68,16 @@ void write_plot(const std::string& path, const nlohmann::json& results) {
   io::write_text_atomic(path, svg);
 }
 
+// One decoding method; each runs through its own serving engine (one slot, the loop on this
+// thread), the code path of `dspark generate` and `dspark serve`. The engine lives for the whole
+// run, so auto mode's governor keeps what it learned, as in a long-running server.
 struct Method {
   std::string label;    // as given on the command line
   std::string kind;     // none | dspark | dflash | ngram | model
-  std::unique_ptr<Drafter> drafter;
+  std::shared_ptr<DrafterFactory> factory;
   SpecOptions options;
   std::shared_ptr<VerifySetup> setup = std::make_shared<VerifySetup>();
-  // One per method for the whole run (auto mode), as a long-running process keeps it.
-  std::shared_ptr<SpeculationGovernor> governor = std::make_shared<SpeculationGovernor>();
+  std::unique_ptr<Engine> engine;
   SpecStats stats;
   int64_t tokens = 0;        // generated tokens after the first of each prompt
   double decode_seconds = 0;
@@ -96,7 +99,7 @@ int run_bench(const BenchArgs& args) {
   if (args.limit > 0 && int64_t(prompts.size()) > args.limit) prompts.resize(size_t(args.limit));
 
   std::vector<Method> methods;
-  methods.push_back({"none", "none", nullptr});
+  methods.push_back({"none", "none", std::make_shared<DrafterFactory>(DrafterChoice{}, target)});
   const std::vector<std::string> verify_modes = args.verify.empty() ? std::vector<std::string>{""} : args.verify;
   const LoadOptions draft_load{args.runtime.dtype, args.runtime.device};
   for (const auto& dir : args.drafter_dirs) {
@@ -106,16 +109,16 @@ int run_bench(const BenchArgs& args) {
     // With several modes, a drafter without a confidence head runs once (fixed: the others need it).
     const bool once = verify_modes.size() > 1 && !factory->dspark()->config().confidence;
     for (const auto& mode : once ? std::vector<std::string>{"fixed"} : verify_modes) {
-      methods.push_back({dir, factory->kind(), factory->make()});
+      methods.push_back({dir, factory->kind(), factory});
       methods.back().options.conf_min = args.conf_min;
       prepare_verify(methods.back().options, *methods.back().setup, mode, target, args.model_dir, factory->dspark(), dir,
                      "", args.json);
     }
   }
   for (const auto& kind : args.draft_kinds)
-    methods.push_back({kind, kind, DrafterFactory(DrafterChoice{"", kind, ""}, target).make()});
+    methods.push_back({kind, kind, std::make_shared<DrafterFactory>(DrafterChoice{"", kind, ""}, target)});
   for (const auto& dir : args.draft_models)
-    methods.push_back({dir, "model", DrafterFactory(DrafterChoice{"", "", dir}, target, draft_load).make()});
+    methods.push_back({dir, "model", std::make_shared<DrafterFactory>(DrafterChoice{"", "", dir}, target, draft_load)});
   SpecOptions o;
   o.max_new_tokens = args.max_new;
   o.gamma = args.gamma;
@@ -126,13 +129,29 @@ int run_bench(const BenchArgs& args) {
     // Everything but the verify policy is shared; DSpark drafters keep their own policy.
     const SpecOptions own = m.options;
     m.options = o;
-    m.options.governor = m.governor.get();
     if (m.kind == "dspark" || m.kind == "dflash") {
       m.options.verify = own.verify;
       m.options.calibration = own.calibration;
       m.options.sps = own.sps;
     }
+    EngineOptions eo;
+    eo.slots = 1;
+    eo.own_thread = false;
+    eo.stop_when_idle = true;
+    eo.prefill_chunk = eo.prefill_budget = target.config().max_position_embeddings;  // the prompt at once
+    m.engine = std::make_unique<Engine>(target, *m.factory, m.options, eo);
   }
+  auto decode = [&](Method& m, const std::vector<int64_t>& prompt, uint64_t seed) {
+    GenerationRequest request;
+    request.prompt = prompt;
+    request.max_new_tokens = o.max_new_tokens;
+    request.sampling = o.sampling;
+    request.sampling.seed = seed;
+    std::shared_ptr<RequestState> state = m.engine->submit(std::move(request));
+    m.engine->run();
+    if (state->finish_reason() == FinishReason::Error) fail("{}", state->error());
+    return state->result();
+  };
 
   std::vector<std::vector<int64_t>> encoded;
   for (const auto& text : prompts) {
@@ -141,14 +160,13 @@ int run_bench(const BenchArgs& args) {
     encoded.emplace_back(ids.begin(), ids.end());
   }
   // Warm-up (allocations, thread pools), not measured.
-  for (auto& m : methods) generate_speculative(target, m.drafter.get(), encoded[0], m.options);
+  for (auto& m : methods) decode(m, encoded[0], o.sampling.seed);
 
   for (size_t i = 0; i < encoded.size(); ++i) {
     std::vector<int64_t> plain_tokens;
     for (auto& m : methods) {
-      SpecOptions po = m.options;
-      po.sampling.seed = o.sampling.seed + i;  // same seed for every method on this prompt
-      SpecResult r = generate_speculative(target, m.drafter.get(), encoded[i], po);
+      // The same seed for every method on this prompt.
+      const SpecResult r = decode(m, encoded[i], o.sampling.seed + i);
       m.stats.add(r.stats);
       m.tokens += std::max<int64_t>(0, int64_t(r.tokens.size()) - 1);
       m.decode_seconds += r.stats.seconds - r.stats.prefill_seconds;
@@ -165,7 +183,7 @@ int run_bench(const BenchArgs& args) {
     const double tps = m.decode_seconds > 0 ? m.tokens / m.decode_seconds : 0;
     const char* verify_names[] = {"fixed", "threshold", "sts", "auto"};
     nlohmann::json r = {{"method", m.kind},
-                        {"verify", m.drafter ? verify_names[int(m.options.verify)] : "none"},
+                        {"verify", m.factory->plain() ? "none" : verify_names[int(m.options.verify)]},
                         {"drafter", m.label},
                         {"tau", m.stats.tau()},
                         {"steps", m.stats.steps},

@@ -128,7 +128,7 @@ void Engine::finish_slot(Slot& slot, FinishReason reason, const std::string& err
 void Engine::run() {
   {
     std::lock_guard lock(mutex_);
-    if (options_.own_thread || loop_running_ || loop_done_) fail("internal: Engine::run without own_thread, once");
+    if (options_.own_thread || loop_running_ || loop_done_) fail("internal: Engine::run with own_thread, twice at once, or after shutdown");
     loop_running_ = true;
   }
   loop();
@@ -213,7 +213,7 @@ void Engine::loop() {
     if (slots_.empty()) work_cv_.notify_all();  // shutdown() waits for an idle worker
   }
   loop_running_ = false;
-  loop_done_ = true;
+  loop_done_ = stop_;  // an idle return (stop_when_idle) may be followed by another run()
   lock.unlock();
   work_cv_.notify_all();
 }

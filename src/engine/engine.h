@@ -122,7 +122,9 @@ class Engine {
   // A prompt that does not fit the context finishes at once with FinishReason::Error.
   std::shared_ptr<RequestState> submit(GenerationRequest request);
 
-  // The loop, on the calling thread (own_thread = false): returns after shutdown().
+  // The loop, on the calling thread (own_thread = false): returns after shutdown(), or with
+  // stop_when_idle once nothing is queued or running; run() may then be called again for the
+  // next requests (`dspark bench`: one prompt at a time).
   void run();
 
   // Stops taking requests; queued ones are cancelled; running ones finish (or are cancelled when
