@@ -393,7 +393,8 @@ TEST(DrafterTrainer, HiddenCacheTrainsLikeOnlineAndResumesExactly) {
 
 TEST(DrafterTrainer, TimeBudgetSetsTheScheduleFromTheMeasuredSpeed) {
   // --minutes without --steps: the schedule length comes from the speed of the first steps and the
-  // run finishes it, in roughly the budget (loose bounds: machines are noisy).
+  // run finishes it, in roughly the budget. The bounds are loose on purpose: on a shared machine
+  // the first steps (which set the schedule) can run several times slower than the rest.
   at::set_num_threads(1);
   auto target = testing::tiny_model("qwen3", torch::kFloat32, 3);
   const std::string data = make_data(*target);
@@ -403,7 +404,7 @@ TEST(DrafterTrainer, TimeBudgetSetsTheScheduleFromTheMeasuredSpeed) {
   DrafterTrainResult r = train_drafter(*target, o);
   EXPECT_TRUE(r.finished);
   EXPECT_GT(r.total_steps, 12);
-  EXPECT_GT(r.seconds, 0.4 * 6.0);
+  EXPECT_GT(r.seconds, 0.1 * 6.0);
   EXPECT_LT(r.seconds, 6.0 + 20.0);
 }
 

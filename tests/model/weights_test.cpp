@@ -204,7 +204,9 @@ TEST_P(WeightsRoundTrip, SaveThenLoadGivesTheSameLogits) {
   ModelWeights weights = random_weights(config, torch::kBFloat16, 9);
   save_weights(weights, dir, torch::kBFloat16, shard_bytes);
   io::write_text_atomic(dir + "/config.json", testing::tiny_config_json(kind));
-  if (shard_bytes > 0) EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors.index.json"));
+  if (shard_bytes > 0) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/model.safetensors.index.json"));
+  }
   ModelWeights loaded = load_weights(config, dir, torch::kBFloat16);
   auto named_a = weights.named(), named_b = loaded.named();
   ASSERT_EQ(named_a.size(), named_b.size());
