@@ -127,9 +127,10 @@ if "draft_block_ms" in p:
     print(f"draft block (g = {g}): {p['draft_block_ms']:.2f} ms = {p.get('draft_block_vs_verify', float('nan')):.2f} x a verify of {g + 1} tokens")
 for line in open(sys.argv[2]):
     d = json.loads(line)
-    name = d["drafter"] or "plain"
+    plain = d["drafter"] in ("", "none")
+    name = "plain" if plain else d["drafter"]
     steps = max(d["steps"], 1)
-    extra = "" if not d["drafter"] else (f", per cycle: target {1e3 * d['target_seconds'] / steps:.2f} ms, "
+    extra = "" if plain else (f", per cycle: target {1e3 * d['target_seconds'] / steps:.2f} ms, "
                                          f"drafter {1e3 * d['draft_seconds'] / steps:.2f} ms (tau {d['tau']:.2f}, random weights)")
     print(f"{name}: {d['tokens_per_second']:.1f} tokens/s over {d['n_generated']} tokens{extra}")
 PY
