@@ -21,7 +21,7 @@ struct RuntimeArgs {
   std::string dtype;         // "" = as stored
   std::string device = "cpu";
   void add_to(CLI::App* app);
-  void apply() const;        // sets LibTorch's intra-op thread count
+  void apply() const;        // checks --device, sets LibTorch's intra-op thread count
 };
 
 Command add_generate(CLI::App& root);

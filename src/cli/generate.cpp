@@ -107,6 +107,8 @@ int run_generate(const GenerateArgs& args) {
         {"n_drafted", stats.n_drafted},
         {"n_accepted", stats.n_accepted},
         {"acceptance_per_position", stats.acceptance_per_position()},
+        {"target_seconds", stats.target_seconds},
+        {"draft_seconds", stats.draft_seconds},
     };
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {

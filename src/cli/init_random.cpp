@@ -1,11 +1,14 @@
 // dspark init-random: a random-weight checkpoint in HF layout for any supported config.json.
-// Used by tests and speed benchmarks (e.g. with Qwen3-0.6B's public config).
+// Used by tests and speed benchmarks (e.g. with Qwen3-0.6B's public config). With --drafter-for,
+// a random DSpark drafter for an existing target instead (speed checks of the draft block: its
+// acceptance is meaningless, its cost is real).
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <iostream>
 
 #include "cli/command.h"
+#include "drafter/dspark_drafter.h"
 #include "io/atomic_file.h"
 #include "model/config.h"
 #include "model/model_dir.h"
@@ -23,10 +26,39 @@ struct InitRandomArgs {
   uint64_t seed = 0;
   std::string tokenizer_dir;
   int64_t shard_mb = 0;
+  std::string drafter_for;     // target directory: write a drafter instead of a model
+  std::string drafter_config;  // DSpark config JSON (configs/*.drafter.json); default: the built-in one
+  std::string layout = "native";
+  int64_t mask_token_id = -1;  // deepspec layout; -1: the target's last token id
 };
+
+int run_init_random_drafter(const InitRandomArgs& args) {
+  auto target = Transformer::load(args.drafter_for);
+  const ModelConfig& tc = target->config();
+  DSparkConfig config;
+  if (!args.drafter_config.empty())
+    config = dspark_config_from_json(nlohmann::json::parse(io::read_text_file(args.drafter_config), nullptr, false),
+                                     args.drafter_config);
+  if (args.layout == "deepspec")
+    apply_deepspec_layout(config, tc, args.mask_token_id >= 0 ? args.mask_token_id : tc.vocab_size - 1);
+  else if (args.layout != "native")
+    fail("--layout must be native or deepspec, not '{}'", args.layout);
+  if (config.context == ContextMode::Layers && config.target_layers.empty())
+    config.target_layers = DSparkConfig::dflash_layers(tc.num_layers);
+  DSparkDrafter drafter(config, TargetIdentity::of(*target), args.seed);
+  const c10::ScalarType dtype = parse_dtype(args.dtype);
+  drafter.save(args.out_dir, dtype);
+  std::cerr << fmt::format("wrote a random {} drafter ({} layout, {} layers, width {}, block {}, {:.1f} M parameters, {}) for {} to {}\n",
+                           markov_kind_name(config.markov), args.layout, config.num_layers, config.width,
+                           config.block_size, drafter.parameter_count() / 1e6, dtype_to_hf(dtype), args.drafter_for,
+                           args.out_dir);
+  return 0;
+}
 
 int run_init_random(const InitRandomArgs& args) {
   namespace fs = std::filesystem;
+  if (!args.drafter_for.empty()) return run_init_random_drafter(args);
+  if (args.config_path.empty()) fail("init-random needs --config CONFIG.json (or --drafter-for TARGET_DIR)");
   using json = nlohmann::json;
   const std::string text = io::read_text_file(args.config_path);
   ModelConfig config = parse_model_config(text, args.config_path);
@@ -68,12 +100,17 @@ int run_init_random(const InitRandomArgs& args) {
 Command add_init_random(CLI::App& root) {
   auto args = std::make_shared<InitRandomArgs>();
   CLI::App* app = root.add_subcommand("init-random", "write a random-weight checkpoint for a config.json");
-  app->add_option("--config", args->config_path, "HF config.json")->required();
+  app->add_option("--config", args->config_path, "HF config.json");
   app->add_option("--out", args->out_dir, "output directory")->required();
   app->add_option("--dtype", args->dtype, "f32, bf16 or f16");
   app->add_option("--seed", args->seed, "random seed");
   app->add_option("--tokenizer", args->tokenizer_dir, "copy the tokenizer from this directory");
   app->add_option("--shard-mb", args->shard_mb, "shard the weights into files of at most this many MB");
+  app->add_option("--drafter-for", args->drafter_for, "write a random DSpark drafter for this target model directory");
+  app->add_option("--drafter-config", args->drafter_config, "with --drafter-for: drafter config JSON (configs/*.drafter.json)");
+  app->add_option("--layout", args->layout, "with --drafter-for: native or deepspec (the target's width and heads)")
+      ->capture_default_str();
+  app->add_option("--mask-token-id", args->mask_token_id, "with --layout deepspec: the mask token (default: the last id)");
   return {app, [args] { return run_init_random(*args); }};
 }
 

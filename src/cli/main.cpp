@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/model_args.h"
+#include "model/device.h"
 #include "util/error.h"
 
 namespace dspark::cli {
@@ -20,6 +21,7 @@ void RuntimeArgs::add_to(CLI::App* app) {
 }
 
 void RuntimeArgs::apply() const {
+  parse_device(device);  // an unusable --device fails here, before anything is loaded
   const int n = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
   at::set_num_threads(n);
 }

@@ -1,6 +1,7 @@
 // dspark perplexity: negative log-likelihood of a text file under the model, in strided windows
 // of --ctx tokens (stride ctx/2, so every token after the first window is scored with at least
-// ctx/2 tokens of context and every token is scored exactly once).
+// ctx/2 tokens of context and every token is scored exactly once). --save-logits keeps the logits
+// of every scored position, to compare devices or builds (scripts/gpu-check.sh).
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,7 @@
 #include "cli/command.h"
 #include "cli/model_args.h"
 #include "io/atomic_file.h"
+#include "io/safetensors.h"
 #include "util/error.h"
 
 namespace dspark::cli {
@@ -21,6 +23,7 @@ struct PerplexityArgs {
   std::string file;
   int64_t ctx = 512;
   bool json = false;
+  std::string save_logits;
   RuntimeArgs runtime;
 };
 
@@ -47,19 +50,28 @@ int run_perplexity(const PerplexityArgs& args) {
   double nll = 0.0;
   int64_t scored = 0;
   const int64_t stride = std::max<int64_t>(1, ctx / 2);
+  std::vector<at::Tensor> kept_logits;  // --save-logits: [n, V] per window, on the host
   for (int64_t begin = 0; scored < N - 1; begin += stride) {
     const int64_t end = std::min(N, begin + ctx);
     // Targets are tokens (begin, end); only those not scored by an earlier window count.
     const int64_t first_target = std::max(begin + 1, scored + 1);
+    const int64_t n = end - first_target;
     at::Tensor window = torch::tensor(std::vector<int64_t>(tokens.begin() + begin, tokens.begin() + end))
                             .unsqueeze(0);
-    at::Tensor logits = model.forward_full(window)[0];  // [T, V]
-    at::Tensor log_probs = torch::log_softmax(logits, -1);
-    for (int64_t t = first_target; t < end; ++t) {
-      nll -= log_probs[t - 1 - begin][tokens[t]].item<double>();
-      ++scored;
-    }
+    // Rows predicting the targets [n, V]; one reduction and one copy per window on any device.
+    at::Tensor logits = model.forward_full(window)[0].narrow(0, first_target - 1 - begin, n);
+    at::Tensor targets = torch::tensor(std::vector<int64_t>(tokens.begin() + first_target, tokens.begin() + end))
+                             .to(logits.device());
+    at::Tensor log_probs = torch::log_softmax(logits, -1).gather(1, targets.unsqueeze(1));  // [n, 1]
+    nll -= log_probs.to(torch::kFloat64).sum().item<double>();
+    scored += n;
+    if (!args.save_logits.empty()) kept_logits.push_back(logits.to(torch::kCPU, torch::kFloat32).contiguous());
     if (end == N) break;
+  }
+  if (!args.save_logits.empty()) {
+    const at::Tensor all = torch::cat(kept_logits, 0).contiguous();  // [scored, V] float32
+    io::write_safetensors(args.save_logits, {{"logits", io::DType::F32, all.sizes().vec(), all.data_ptr(), size_t(all.nbytes())}},
+                          {{"model", args.model_dir}, {"device", model.device().str()}, {"dtype", dtype_to_hf(model.dtype())}});
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double nll_per_token = nll / double(scored);
@@ -89,6 +101,8 @@ Command add_perplexity(CLI::App& root) {
   app->add_option("-f,--file", args->file, "text file to score")->required();
   app->add_option("--ctx", args->ctx, "window length in tokens (stride ctx/2)");
   app->add_flag("--json", args->json, "print one JSON object");
+  app->add_option("--save-logits", args->save_logits,
+                  "write the logits of every scored position to this safetensors file ([tokens, V] float32, tensor 'logits')");
   args->runtime.add_to(app);
   return {app, [args] { return run_perplexity(*args); }};
 }

@@ -47,16 +47,7 @@ int run_train_drafter(TrainDrafterArgs args) {
     const ModelConfig& tc = loaded.model->config();
     if (args.mask_token_id < 0 || args.mask_token_id >= tc.vocab_size)
       fail("--layout deepspec needs --mask-token-id, a token of the target's vocabulary of {}", tc.vocab_size);
-    o.config.width = tc.hidden_size;
-    o.config.target_width = true;
-    o.config.num_heads = tc.num_heads;
-    o.config.num_kv_heads = tc.num_kv_heads;
-    o.config.head_dim = tc.head_dim;
-    o.config.ffn_size = tc.intermediate_size;
-    o.config.rope_theta = tc.rope_theta;
-    o.config.rms_norm_eps = tc.rms_norm_eps;
-    o.config.mask_token_id = args.mask_token_id;
-    o.config.context = ContextMode::Layers;
+    apply_deepspec_layout(o.config, tc, args.mask_token_id);
   } else if (args.layout != "native") {
     fail("--layout must be native or deepspec, not '{}'", args.layout);
   } else if (args.mask_token_id >= 0) {

@@ -16,8 +16,9 @@ struct TrainLmArgs {
 
 int run_train_lm(TrainLmArgs args) {
   if (args.dist.launching()) return launch_local_ranks(args.dist.nproc, kLaunchGraceSeconds);
+  args.train.device = args.runtime.device;
   args.runtime.apply();
-  args.train.dist = args.dist.options(false);
+  args.train.dist = args.dist.options(args.train.device != "cpu");
   const LmTrainResult r = train_lm(args.train);
   if (args.dist.rank != 0) return 0;
   std::cout << fmt::format("step {}/{}  train loss {:.4f}", r.step, r.total_steps, r.train_loss);
@@ -62,6 +63,7 @@ Command add_train_lm(CLI::App& root) {
   app->add_option("--eval-windows", o.eval_windows, "validation windows per pass")->capture_default_str();
   app->add_flag("--resume", o.resume, "continue the run in --out from its last checkpoint");
   app->add_option("-t,--threads", args->runtime.threads, "CPU threads (default: all cores)");
+  app->add_option("--device", args->runtime.device, "cpu or cuda[:N]")->capture_default_str();
   args->dist.add_to(app);
   return {app, [args] { return run_train_lm(*args); }};
 }

@@ -24,6 +24,22 @@ void DSparkConfig::validate() const {
   if (mask_token_id < -1) fail("drafter mask_token_id {} must be >= 0 (or -1 for a learned mask)", mask_token_id);
 }
 
+void apply_deepspec_layout(DSparkConfig& o, const ModelConfig& tc, int64_t mask_token_id) {
+  if (mask_token_id < 0 || mask_token_id >= tc.vocab_size)
+    fail("the deepspec layout needs a mask token id in the target's vocabulary of {} (got {})", tc.vocab_size, mask_token_id);
+  o.width = tc.hidden_size;
+  o.target_width = true;
+  o.num_heads = tc.num_heads;
+  o.num_kv_heads = tc.num_kv_heads;
+  o.head_dim = tc.head_dim;
+  o.ffn_size = tc.intermediate_size;
+  o.rope_theta = tc.rope_theta;
+  o.rms_norm_eps = tc.rms_norm_eps;
+  o.mask_token_id = mask_token_id;
+  o.context = ContextMode::Layers;
+  if (o.target_layers.empty()) o.target_layers = DSparkConfig::dflash_layers(tc.num_layers);
+}
+
 std::vector<int64_t> DSparkConfig::dflash_layers(int64_t target_layers, int64_t count) {
   const int64_t first = 1, last = std::max<int64_t>(1, target_layers - 3);
   const int64_t n = std::min(count, last - first + 1);

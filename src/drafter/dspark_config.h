@@ -76,6 +76,13 @@ struct TargetIdentity {
   bool operator==(const TargetIdentity&) const = default;
 };
 
+struct ModelConfig;
+// DeepSpec's drafter layout for `target` (train --layout deepspec, init-random --drafter-for):
+// the target's width, heads, KV heads, head dim, FFN size, RoPE base and norm epsilon; mask slots
+// hold the target's embedding of `mask_token_id`; `layers` context (DFlash layers when none are
+// set). Block size, layer count and heads (Markov, confidence) stay as `config` has them.
+void apply_deepspec_layout(DSparkConfig& config, const ModelConfig& target, int64_t mask_token_id);
+
 const char* markov_kind_name(MarkovKind kind);
 MarkovKind parse_markov_kind(const std::string& name);  // none | vanilla | gated | rnn
 const char* context_mode_name(ContextMode mode);

@@ -346,16 +346,21 @@ DSparkDrafter::Draft DSparkDrafter::draft(const Transformer& target, const Conte
   if (U.device().is_cpu() && (c.markov == MarkovKind::None || c.markov == MarkovKind::Vanilla))
     return walk_cpu(U, h, anchor_token, params, rng, forced);
 
+  // The general walk (any head, any device). The previous token stays a tensor on the device
+  // ([1] int64) so that greedy drafting on a GPU never waits: the argmaxes and confidence logits
+  // come back in one copy after the block. A sampled draw is made on the host (the seeded Rng),
+  // so each sampled position copies its distribution q_k [V] over.
   Draft out;
-  std::vector<at::Tensor> rows;
-  int64_t prev = anchor_token;
+  std::vector<at::Tensor> rows, picked, conf;  // [V] logits, [1] ids, [1] z per position
+  const auto i64_opts = torch::TensorOptions().dtype(torch::kInt64).device(U.device());
+  at::Tensor prev = torch::full({1}, anchor_token, i64_opts);
   at::Tensor state;  // rnn Markov state [r]
   if (c.markov == MarkovKind::Rnn) state = torch::zeros({c.markov_rank}, U.options());
   for (int64_t k = 0; k < n; ++k) {
     at::Tensor logits = U[k];
     at::Tensor e;
     if (c.markov != MarkovKind::None) {
-      e = param("markov.w1")[prev];  // [r]
+      e = param("markov.w1").index_select(0, prev)[0];  // W1[x_{k-1}], [r]
       if (c.markov == MarkovKind::Vanilla) {
         logits = logits + dense(e.unsqueeze(0), param("markov.w2"))[0];
       } else if (c.markov == MarkovKind::Gated) {
@@ -369,24 +374,38 @@ DSparkDrafter::Draft DSparkDrafter::draft(const Transformer& target, const Conte
       }
     }
     rows.push_back(logits);
-    int64_t token;
-    if (params.greedy()) {
-      token = logits.argmax().item<int64_t>();
+    if (forced) {
+      prev = torch::full({1}, forced->at(size_t(k)), i64_opts);
+      if (!params.greedy()) {
+        at::Tensor q = processed_probabilities(logits, params).to(torch::kCPU);
+        sample_index(q, *rng);  // the draw is made (and replaced), as in the CPU walk
+        out.q.push_back(q);
+      }
+    } else if (params.greedy()) {
+      prev = logits.argmax().view({1});
     } else {
-      at::Tensor q = processed_probabilities(logits, params);
-      token = sample_index(q, *rng);
+      at::Tensor q = processed_probabilities(logits, params).to(torch::kCPU);
+      prev = torch::full({1}, sample_index(q, *rng), i64_opts);
       out.q.push_back(q);
     }
-    if (forced) token = forced->at(size_t(k));
+    picked.push_back(prev);
     if (c.confidence) {
       at::Tensor input = c.confidence_reads_markov() ? torch::cat({h[k], e}) : h[k];
-      const double z = dense(input.unsqueeze(0), param("conf.weight"), param("conf.bias")).item<double>();
+      conf.push_back(dense(input.unsqueeze(0), param("conf.weight"), param("conf.bias")).view({1}).to(torch::kFloat64));
+    }
+  }
+  // One device -> host copy: ids [n] and (as float64) confidence logits [n].
+  std::vector<at::Tensor> parts = {torch::cat(picked).to(torch::kFloat64)};
+  if (c.confidence) parts.push_back(torch::cat(conf));
+  const at::Tensor host = torch::cat(parts).to(torch::kCPU).contiguous();  // [n] or [2n]
+  const double* v = host.data_ptr<double>();
+  for (int64_t k = 0; k < n; ++k) out.tokens.push_back(int64_t(v[k]));
+  if (c.confidence)
+    for (int64_t k = 0; k < n; ++k) {
+      const double z = v[n + k];
       out.conf_logits.push_back(z);
       out.confidence.push_back(1.0 / (1.0 + std::exp(-z)));
     }
-    out.tokens.push_back(token);
-    prev = token;
-  }
   out.logits = torch::stack(rows);
   return out;
 }

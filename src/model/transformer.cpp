@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/attention.h"
+#include "model/device.h"
 #include "model/ops.h"
 #include "model/rope.h"
 #include "util/error.h"
@@ -75,7 +76,7 @@ std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const Loa
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) fail("model directory '{}' does not exist", dir);
   ModelConfig config = load_model_config(dir);
-  c10::Device device(options.device);
+  const c10::Device device = parse_device(options.device);
   // Default compute dtype: as stored on GPUs. On the CPU float32 activations (LibTorch 1.13's bf16
   // CPU operators are slow, docs/BENCHMARKS.md) with matrices kept as stored when bf16 ("mixed"):
   // decoding reads half the bytes. The decode kernels multiply them with AVX512-BF16 dot products,
@@ -84,8 +85,6 @@ std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const Loa
   const bool automatic = dtype_name.empty() || dtype_name == "auto";
   if (automatic) dtype_name = device.is_cpu() ? "float32" : config.torch_dtype;
   const c10::ScalarType dtype = automatic && device.is_cpu() ? c10::ScalarType::Undefined : parse_dtype(dtype_name);
-  if (device.is_cuda() && !torch::cuda::is_available())
-    fail("device '{}' requested but this LibTorch build has no CUDA device", options.device);
   ModelWeights weights = load_weights(config, dir, dtype);
   if (!device.is_cpu())
     for (auto& [name, t] : weights.named()) *t = t->to(device);
@@ -288,14 +287,6 @@ std::vector<ChunkOutput> Transformer::forward(std::vector<SequenceChunk>& chunks
     if (chunk.cache) chunk.cache->reserve(T);
   }
 
-  auto long_opts = torch::TensorOptions().dtype(torch::kInt64);
-  at::Tensor tokens = torch::tensor(all_tokens, long_opts).to(device_);
-  at::Tensor positions = torch::tensor(all_positions, long_opts).to(device_);
-  std::vector<at::Tensor> tapped(taps.layers.size());
-  at::Tensor final_hidden = run_layers(tokens, embed(tokens), positions, segments, taps, &tapped);
-  for (SequenceChunk& chunk : chunks)
-    if (chunk.cache) chunk.cache->commit(int64_t(chunk.tokens.size()));
-
   // The LM head only for the rows that want logits.
   std::vector<int64_t> logit_rows;
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -304,9 +295,21 @@ std::vector<ChunkOutput> Transformer::forward(std::vector<SequenceChunk>& chunks
     if (chunks[i].logits == LogitsAt::All)
       for (int64_t t = 0; t < seg.length; ++t) logit_rows.push_back(seg.row_begin + t);
   }
+  // One host -> device copy per forward (on a GPU each copy waits for the queue): tokens [N],
+  // positions [N] and logit rows [R] travel as one int64 tensor [2N + R].
+  const int64_t N = int64_t(all_tokens.size()), R = int64_t(logit_rows.size());
+  std::vector<int64_t> host = std::move(all_tokens);
+  host.insert(host.end(), all_positions.begin(), all_positions.end());
+  host.insert(host.end(), logit_rows.begin(), logit_rows.end());
+  const at::Tensor indices = torch::tensor(host, torch::TensorOptions().dtype(torch::kInt64)).to(device_);
+  const at::Tensor tokens = indices.narrow(0, 0, N), positions = indices.narrow(0, N, N);
+  std::vector<at::Tensor> tapped(taps.layers.size());
+  at::Tensor final_hidden = run_layers(tokens, embed(tokens), positions, segments, taps, &tapped);
+  for (SequenceChunk& chunk : chunks)
+    if (chunk.cache) chunk.cache->commit(int64_t(chunk.tokens.size()));
+
   at::Tensor logits;
-  if (!logit_rows.empty())
-    logits = logits_from_final_hidden(final_hidden.index_select(0, torch::tensor(logit_rows, long_opts).to(device_)));
+  if (R > 0) logits = logits_from_final_hidden(final_hidden.index_select(0, indices.narrow(0, 2 * N, R)));
 
   at::Tensor stacked_taps = taps.layers.empty() ? at::Tensor() : torch::stack(tapped, 1);  // [N, n_taps, H]
   std::vector<ChunkOutput> outputs(chunks.size());

@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include <torch/torch.h>
+#include <fmt/ranges.h>  // fmt::join (fmt >= 11 keeps it there)
 
 #include "io/safetensors.h"
 #include "util/error.h"

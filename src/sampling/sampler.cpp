@@ -61,19 +61,44 @@ int64_t sample_index(const at::Tensor& probs_in, Rng& rng) {
   return last_nonzero;  // rounding left target == total
 }
 
-int64_t sample_token(const at::Tensor& logits, const SamplingParams& params, Rng& rng) {
-  if (params.greedy()) {
-    if (logits.device().is_cpu() && logits.scalar_type() == torch::kFloat32 && logits.dim() == 1 &&
-        logits.is_contiguous()) {
-      // One pass over the row (the operator chain below costs tens of microseconds per token).
-      const kernels::ArgmaxResult best = kernels::argmax_f32(logits.data_ptr<float>(), logits.numel());
-      if (!best.all_finite) fail("logits contain NaN or infinity");
-      return best.index;  // first maximum, as argmax
-    }
-    at::Tensor l = logits.to(torch::kFloat32);
-    if (!torch::isfinite(l).all().item<bool>()) fail("logits contain NaN or infinity");
-    return l.argmax().item<int64_t>();
+namespace {
+
+// argmax of one row [V] (first maximum); throws for non-finite logits.
+int64_t greedy_row(const at::Tensor& logits) {
+  if (logits.device().is_cpu() && logits.scalar_type() == torch::kFloat32 && logits.dim() == 1 &&
+      logits.is_contiguous()) {
+    // One pass over the row (the operator chain below costs tens of microseconds per token).
+    const kernels::ArgmaxResult best = kernels::argmax_f32(logits.data_ptr<float>(), logits.numel());
+    if (!best.all_finite) fail("logits contain NaN or infinity");
+    return best.index;  // first maximum, as argmax
   }
+  const std::vector<int64_t> one = greedy_tokens(logits.reshape({1, -1}));
+  return one[0];
+}
+
+}  // namespace
+
+std::vector<int64_t> greedy_tokens(const at::Tensor& logits) {
+  const int64_t n = logits.size(0);
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  if (logits.device().is_cpu() && logits.scalar_type() == torch::kFloat32) {
+    for (int64_t i = 0; i < n; ++i) out[size_t(i)] = greedy_row(logits[i].contiguous());
+    return out;
+  }
+  const at::Tensor l = logits.to(torch::kFloat32);                                  // [n, V]
+  const at::Tensor best = l.argmax(-1);                                              // [n]
+  const at::Tensor finite = torch::isfinite(l).all(-1).to(torch::kInt64);            // [n]
+  const at::Tensor host = torch::stack({best, finite}).to(torch::kCPU).contiguous();  // [2, n]: one copy
+  const int64_t* p = host.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (!p[n + i]) fail("logits contain NaN or infinity");
+    out[size_t(i)] = p[i];
+  }
+  return out;
+}
+
+int64_t sample_token(const at::Tensor& logits, const SamplingParams& params, Rng& rng) {
+  if (params.greedy()) return greedy_row(logits);
   return sample_index(processed_probabilities(logits, params), rng);
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <random>
+#include <vector>
 
 namespace dspark {
 
@@ -40,5 +41,10 @@ int64_t sample_index(const at::Tensor& probs, Rng& rng);
 
 // Greedy: argmax of logits [V] (lowest index on ties). Sampling: a draw from the processed logits.
 int64_t sample_token(const at::Tensor& logits, const SamplingParams& params, Rng& rng);
+
+// Greedy tokens of every row of logits [n, V]: n argmaxes (lowest index on ties), as sample_token
+// row by row. On a GPU the argmaxes and the finiteness check stay there and the n ids come back in
+// one copy (a verify step's whole chunk at once instead of one wait per token).
+std::vector<int64_t> greedy_tokens(const at::Tensor& logits);
 
 }  // namespace dspark

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "model/device.h"
 #include "spec/scheduler.h"
 #include "util/error.h"
 
@@ -79,6 +80,7 @@ StepReport decode_step(Transformer& target, const std::vector<SpecSequence*>& se
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<ChunkOutput> outputs = target.forward(chunks, taps);
+  synchronize(target.device());  // a GPU forward returns once queued: time it to its end
   report.forward_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (size_t i = 0; i < owners.size(); ++i) {
     if (int64_t(i) < report.decode_sequences)

@@ -8,6 +8,7 @@
 
 #include "drafter/dspark_config.h"
 #include "io/atomic_file.h"
+#include "model/device.h"
 #include "model/transformer.h"
 #include "util/error.h"
 
@@ -72,6 +73,7 @@ SpsProfile measure_sps(Transformer& model, int64_t max_tokens, int64_t context, 
         }
         const auto start = std::chrono::steady_clock::now();
         model.forward(chunks);
+        synchronize(model.device());
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         for (int64_t r = 0; r < R; ++r) caches[size_t(r)].truncate(context);
         if (rep >= 0) seconds[size_t(R - 1)][size_t(T - 1)].push_back(s);

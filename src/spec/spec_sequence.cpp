@@ -156,10 +156,10 @@ void SpecSequence::finish_verify(const ChunkOutput& verify, double forward_secon
   const int64_t n = int64_t(proposal_.tokens.size());
   int64_t accepted = 0, next = 0;
   if (options_.sampling.greedy()) {
-    while (accepted < n &&
-           sample_token(verify.logits[accepted], options_.sampling, rng_) == proposal_.tokens[size_t(accepted)])
-      ++accepted;
-    next = sample_token(verify.logits[accepted], options_.sampling, rng_);
+    // The target's argmax at every verified position, fetched once ([n + 1] ids).
+    const std::vector<int64_t> target = greedy_tokens(verify.logits);
+    while (accepted < n && target[size_t(accepted)] == proposal_.tokens[size_t(accepted)]) ++accepted;
+    next = target[size_t(accepted)];
   } else {
     at::Tensor p = processed_probabilities(verify.logits, options_.sampling);  // [n+1, V]
     SampledVerdict v = verify_sampled(p, proposal_.tokens, proposal_.q, rng_);

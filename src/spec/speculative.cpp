@@ -38,10 +38,15 @@ void SpecStats::add(const SpecStats& o) {
   seconds += o.seconds;
 }
 
-SampledVerdict verify_sampled(const at::Tensor& p, const std::vector<int64_t>& drafts, const std::vector<at::Tensor>& q,
+SampledVerdict verify_sampled(const at::Tensor& p_in, const std::vector<int64_t>& drafts, const std::vector<at::Tensor>& q_in,
                               Rng& rng) {
   SampledVerdict v;
   const int64_t n = int64_t(drafts.size());
+  // The walk below reads single probabilities and draws on the host: bring p [n+1, V] over in one
+  // copy (a no-op on the CPU) instead of one wait per element on a GPU.
+  const at::Tensor p = p_in.to(torch::kCPU);
+  std::vector<at::Tensor> q;
+  for (const at::Tensor& t : q_in) q.push_back(t.to(torch::kCPU));
   for (int64_t j = 0; j < n; ++j) {
     at::Tensor p_j = p[j];
     const int64_t d = drafts[size_t(j)];

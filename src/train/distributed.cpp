@@ -10,7 +10,8 @@
 #include "util/error.h"
 
 // c10d ships with LibTorch; its Gloo process group needs the Gloo headers (Debian: libgloo-dev)
-// and, in LibTorch's own headers, USE_C10D_GLOO. NCCL only where the build asks for it.
+// and, in LibTorch's own headers, USE_C10D_GLOO. NCCL only where the build asks for it and
+// nccl.h is at hand (CMakeLists.txt).
 #if __has_include(<gloo/algorithm.h>) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>)
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO
@@ -19,7 +20,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #define DSPARK_HAVE_C10D 1
-#if defined(USE_C10D_NCCL) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+#if defined(USE_C10D_NCCL) && __has_include(<nccl.h>) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #define DSPARK_HAVE_NCCL 1
 #endif

@@ -88,7 +88,8 @@ HiddenCache build_hidden_cache(Transformer& target, const DSparkDrafter& drafter
     at::Tensor all = layers.defined() ? torch::cat({layers, final_hidden.unsqueeze(2)}, 2) : final_hidden.unsqueeze(2);
     for (size_t b = 0; b < chunk.size(); ++b) {
       const int64_t len = std::min<int64_t>(all.size(1), int64_t(chunk[b]->tokens.size()));
-      cache.rows[i + b] = all[int64_t(b)].narrow(0, 0, len).to(torch::kBFloat16).contiguous();  // [len, m+1, H]
+      // In host RAM whatever the device: [len, m+1, H] bf16.
+      cache.rows[i + b] = all[int64_t(b)].narrow(0, 0, len).to(torch::kCPU, torch::kBFloat16).contiguous();
     }
     if (progress) bar.update(int64_t(std::min(samples.size(), i + size_t(batch_size))), "");
   }
@@ -156,7 +157,7 @@ Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::v
     const at::Tensor& first = *cached[0];
     at::Tensor all = torch::zeros({B, T, first.size(1), first.size(2)}, first.options());  // [B, T, m+1, H] bf16
     for (int64_t b = 0; b < B; ++b) all[b].narrow(0, 0, cached[size_t(b)]->size(0)).copy_(*cached[size_t(b)]);
-    all = all.to(torch::kFloat32);
+    all = all.to(target.device(), torch::kFloat32);
     const int64_t m = all.size(2) - 1;
     if (m > 0) layers = all.narrow(2, 0, m);
     final_hidden = all.select(2, m);
@@ -171,6 +172,10 @@ Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::v
   batch.anchor_tokens = tokens.gather(1, batch.anchors);
   // p_t for slot k (predicting token a+k+1) is the target's distribution at position a+k.
   at::Tensor positions = (batch.anchors.unsqueeze(-1) + torch::arange(g, i64)).clamp_max(T - 1).view({B, A * g});
+  // The index tensors were built on the host; the model and its hidden states live on the device.
+  const c10::Device dev = target.device();
+  for (at::Tensor* t : {&batch.anchors, &batch.labels, &batch.prev_tokens, &batch.valid, &batch.anchor_tokens, &positions})
+    *t = t->to(dev);
   at::Tensor h = final_hidden.gather(1, positions.unsqueeze(-1).expand({B, A * g, final_hidden.size(-1)}));
   batch.target_probs = torch::softmax(target.logits_from_final_hidden(h.to(target.dtype())), -1).view({B, A, g, -1});
   return batch;
@@ -218,7 +223,7 @@ DrafterEval evaluate_drafter(Transformer& target, DSparkDrafter& drafter, const 
     at::Tensor surv = torch::cumprod((1.0 - loss.tv) * batch.valid.to(torch::kFloat32), -1).reshape({-1, g}).index({any});
     tau_sum += surv.sum().item<double>() + double(surv.size(0));
     blocks += surv.size(0);
-    survival_sum += surv.sum(0);
+    survival_sum += surv.sum(0).to(torch::kCPU);
   }
   if (blocks > 0) {
     r.tau_probabilistic = tau_sum / double(blocks);
@@ -267,6 +272,7 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
   samples.resize(samples.size() - size_t(n_eval));
 
   DSparkDrafter drafter(o.config, target_id, o.seed);
+  drafter.to(target.device());  // before its parameters are handed to the optimizer
   NamedParameters params = drafter.named_parameters();
   std::vector<at::Tensor> all;
   for (auto& [name, t] : params) {
@@ -329,7 +335,7 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
            (!budget && o.minutes > 0 && seconds_since(run_start) > o.minutes * 60);
   };
   bool stop_agreed = o.stop_at > 0 && step >= o.stop_at;
-  const at::Tensor loss_position_weights = position_weights(o.config.block_size, o.loss.decay);
+  const at::Tensor loss_position_weights = position_weights(o.config.block_size, o.loss.decay).to(target.device());
   while (step < total_steps) {
     if (dp.distributed() ? stop_agreed : want_stop(step)) break;
     dp.fault_point(step);

@@ -12,6 +12,7 @@
 
 #include "io/atomic_file.h"
 #include "model/config.h"
+#include "model/device.h"
 #include "model/bf16_training_linear.h"
 #include "model/model_dir.h"
 #include "model/ops.h"
@@ -82,7 +83,7 @@ at::Tensor summed_lm_loss(Transformer& model, const at::Tensor& inputs, const at
   constexpr int64_t kRowsPerChunk = 512;
   at::Tensor hidden = model.hidden_full(inputs);  // [B, T, H]
   hidden = hidden.reshape({-1, hidden.size(-1)});  // [N, H]
-  at::Tensor flat_targets = targets.reshape({-1});  // [N]
+  at::Tensor flat_targets = targets.reshape({-1}).to(hidden.device());  // [N]
   at::Tensor total;
   for (int64_t row = 0; row < hidden.size(0); row += kRowsPerChunk) {
     const int64_t n = std::min<int64_t>(kRowsPerChunk, hidden.size(0) - row);
@@ -134,6 +135,8 @@ LmTrainResult train_lm(const LmTrainOptions& o) {
   if (o.matmul == "bf16" && !bf16_training_linear_available())
     fail("--matmul bf16 needs a CPU with AMX-BF16 (and Linux >= 5.16); use --matmul f32");
   if (o.matmul == "bf16" && o.dtype != "f32") fail("--matmul bf16 works on f32 parameters (--train-dtype f32)");
+  const c10::Device device = parse_device(o.device);
+  if (o.matmul == "bf16" && !device.is_cpu()) fail("--matmul bf16 is a CPU path (AMX); on a GPU use --train-dtype bf16");
   const Bf16MatmulScope bf16_matmuls(o.matmul == "bf16");
   const auto run_start = Clock::now();
   DataParallel dp(o.dist);
@@ -175,8 +178,10 @@ LmTrainResult train_lm(const LmTrainOptions& o) {
   // overwritten), so both paths build identical objects.
   const c10::ScalarType dtype = parse_dtype(o.dtype);
   ModelWeights initial = o.init_dir.empty() ? random_weights(config, dtype, o.seed) : load_weights(config, o.init_dir, dtype);
+  if (!device.is_cpu())
+    for (auto& [name, t] : initial.named()) *t = t->to(device);
   if (config.tie_word_embeddings) initial.lm_head = initial.embed;  // one shared parameter
-  Transformer model(config, std::move(initial));
+  Transformer model(config, std::move(initial), device);
   NamedParameters params;
   std::vector<at::Tensor> decay, no_decay, all_params;
   for (auto& [name, tensor] : model.weights().named()) {

@@ -48,6 +48,7 @@ struct LmTrainOptions {
   std::string dtype = "f32";       // training dtype of parameters and activations
   std::string save_dtype = "bf16"; // dtype of the exported model.safetensors
   std::string matmul = "f32";      // "bf16": matrix products in bf16 on AMX (model/bf16_training_linear.h)
+  std::string device = "cpu";      // cpu, cuda or cuda:N (model/device.h)
   double checkpoint_minutes = 5;
   int64_t eval_every = 0;      // steps between validation passes; 0: 10 per run
   int64_t eval_windows = 64;   // validation windows of seq_len tokens
