@@ -1,11 +1,15 @@
 // dspark init-random: a random-weight checkpoint in HF layout for any supported config.json.
-// Used by tests and speed benchmarks (e.g. with Qwen3-0.6B's public config).
+// Used by tests and speed benchmarks (e.g. with Qwen3-0.6B's public config). With --drafter-for
+// MODEL, a drafter with fresh parameters for MODEL instead (what `dspark train` starts from), so
+// that `dspark profile -d` can time a draft block on targets no drafter was trained for.
+#include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <iostream>
 
 #include "cli/command.h"
+#include "drafter/dspark_drafter.h"
 #include "io/atomic_file.h"
 #include "model/config.h"
 #include "model/model_dir.h"
@@ -23,11 +27,40 @@ struct InitRandomArgs {
   uint64_t seed = 0;
   std::string tokenizer_dir;
   int64_t shard_mb = 0;
+  std::string drafter_for;  // a target model directory: write a drafter for it
+  int64_t draft_vocab = 0;  // with drafter_for: a draft vocabulary of the first N target ids
 };
+
+int run_init_random_drafter(const InitRandomArgs& args) {
+  auto target = Transformer::load(args.drafter_for);
+  DSparkConfig config =
+      dspark_config_from_json(nlohmann::json::parse(io::read_text_file(args.config_path), nullptr, false), args.config_path);
+  if (config.target_layers.empty() && config.context == ContextMode::Layers)
+    config.target_layers = DSparkConfig::dflash_layers(target->config().num_layers);
+  const int64_t V = target->config().vocab_size;
+  at::Tensor d2t;
+  if (args.draft_vocab > 0) {
+    // Which ids does not change the cost of a block; a trained drafter takes the most frequent ones.
+    if (args.draft_vocab >= V) fail("--draft-vocab {} must be below the target's vocabulary of {}", args.draft_vocab, V);
+    config.draft_vocab_size = args.draft_vocab;
+    d2t = torch::arange(args.draft_vocab, torch::kInt64);
+  }
+  const c10::ScalarType dtype = parse_dtype(args.dtype);
+  if (dtype != c10::kFloat && dtype != c10::kBFloat16) fail("a drafter is stored as f32 or bf16, not {}", args.dtype);
+  DSparkDrafter drafter(config, *target, args.seed, d2t);
+  drafter.save(args.out_dir, dtype);
+  std::cerr << fmt::format("wrote a random drafter for {} ({} parameters, {}{}) to {}\n", args.drafter_for,
+                           drafter.parameter_count(), args.dtype,
+                           d2t.defined() ? fmt::format(", draft vocabulary {} of {}", args.draft_vocab, V) : "",
+                           args.out_dir);
+  return 0;
+}
 
 int run_init_random(const InitRandomArgs& args) {
   namespace fs = std::filesystem;
   using json = nlohmann::json;
+  if (!args.drafter_for.empty()) return run_init_random_drafter(args);
+  if (args.draft_vocab != 0) fail("--draft-vocab needs --drafter-for");
   const std::string text = io::read_text_file(args.config_path);
   ModelConfig config = parse_model_config(text, args.config_path);
   const c10::ScalarType dtype = parse_dtype(args.dtype);
@@ -68,12 +101,15 @@ int run_init_random(const InitRandomArgs& args) {
 Command add_init_random(CLI::App& root) {
   auto args = std::make_shared<InitRandomArgs>();
   CLI::App* app = root.add_subcommand("init-random", "write a random-weight checkpoint for a config.json");
-  app->add_option("--config", args->config_path, "HF config.json")->required();
+  app->add_option("--config", args->config_path, "HF config.json (with --drafter-for: a drafter config)")->required();
   app->add_option("--out", args->out_dir, "output directory")->required();
   app->add_option("--dtype", args->dtype, "f32, bf16 or f16");
   app->add_option("--seed", args->seed, "random seed");
   app->add_option("--tokenizer", args->tokenizer_dir, "copy the tokenizer from this directory");
   app->add_option("--shard-mb", args->shard_mb, "shard the weights into files of at most this many MB");
+  app->add_option("--drafter-for", args->drafter_for, "write a random DSpark drafter for this target model instead");
+  app->add_option("--draft-vocab", args->draft_vocab,
+                  "with --drafter-for: a reduced draft vocabulary of the first N target ids (docs/drafter.md)");
   return {app, [args] { return run_init_random(*args); }};
 }
 
