@@ -28,7 +28,8 @@ namespace dspark {
 class DSparkDrafter {
  public:
   // Fresh parameters: normal(0, init_std) matrices, unit norms, Markov W2 = 0 (so an untrained
-  // DSpark drafter is exactly its DFlash backbone), confidence head zero (c = 0.5).
+  // DSpark drafter is exactly its DFlash backbone), confidence head zero (c = 0.5). The whole
+  // vocabulary only (config.draft_vocab_size = 0): a draft vocabulary needs the target itself.
   DSparkDrafter(DSparkConfig config, TargetIdentity target, uint64_t seed);
   // The same for `target` itself, with a reduced draft vocabulary when config.draft_vocab_size =
   // Vd > 0: d2t [Vd] int64 (draft id -> target id, strictly ascending). The target's LM-head rows
