@@ -20,11 +20,11 @@ struct ConvertArgs {
   double max_shard_gb = 5.0;
 };
 
-// How the native drafter in `dir` stores its weights: bf16 when every tensor is bf16.
+// How the native drafter in `dir` stores its weights: bf16 when every weight is bf16 (d2t is ids).
 c10::ScalarType stored_dtype(const std::string& dir) {
   const io::TensorStore store = io::TensorStore::open(dir, "drafter");
   for (const auto& [name, view] : store.tensors())
-    if (view.dtype != io::DType::BF16) return c10::kFloat;
+    if (view.dtype != io::DType::BF16 && view.dtype != io::DType::I64) return c10::kFloat;
   return c10::kBFloat16;
 }
 

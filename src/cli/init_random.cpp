@@ -2,6 +2,7 @@
 // Used by tests and speed benchmarks (e.g. with Qwen3-0.6B's public config). With --drafter-for,
 // a random DSpark drafter for an existing target instead (speed checks of the draft block: its
 // acceptance is meaningless, its cost is real).
+#include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -30,6 +31,7 @@ struct InitRandomArgs {
   std::string drafter_config;  // DSpark config JSON (configs/*.drafter.json); default: the built-in one
   std::string layout = "native";
   int64_t mask_token_id = -1;  // deepspec layout; -1: the target's last token id
+  int64_t draft_vocab = 0;     // a reduced draft vocabulary of the first N target ids
 };
 
 int run_init_random_drafter(const InitRandomArgs& args) {
@@ -45,19 +47,33 @@ int run_init_random_drafter(const InitRandomArgs& args) {
     fail("--layout must be native or deepspec, not '{}'", args.layout);
   if (config.context == ContextMode::Layers && config.target_layers.empty())
     config.target_layers = DSparkConfig::dflash_layers(tc.num_layers);
-  DSparkDrafter drafter(config, TargetIdentity::of(*target), args.seed);
+  at::Tensor d2t;
+  if (args.draft_vocab > 0) {
+    // Which ids does not change the cost of a block; a trained drafter takes the most frequent ones.
+    if (args.draft_vocab >= tc.vocab_size)
+      fail("--draft-vocab {} must be below the target's vocabulary of {}", args.draft_vocab, tc.vocab_size);
+    config.draft_vocab_size = args.draft_vocab;
+    d2t = torch::arange(args.draft_vocab, torch::kInt64);
+  }
   const c10::ScalarType dtype = parse_dtype(args.dtype);
+  if (dtype != c10::kFloat && dtype != c10::kBFloat16) fail("a drafter is stored as f32 or bf16, not {}", args.dtype);
+  DSparkDrafter drafter(config, *target, args.seed, d2t);
   drafter.save(args.out_dir, dtype);
-  std::cerr << fmt::format("wrote a random {} drafter ({} layout, {} layers, width {}, block {}, {:.1f} M parameters, {}) for {} to {}\n",
+  std::cerr << fmt::format("wrote a random {} drafter ({} layout, {} layers, width {}, block {}, {:.1f} M parameters, {}{}) for {} to {}\n",
                            markov_kind_name(config.markov), args.layout, config.num_layers, config.width,
-                           config.block_size, drafter.parameter_count() / 1e6, dtype_to_hf(dtype), args.drafter_for,
-                           args.out_dir);
+                           config.block_size, drafter.parameter_count() / 1e6, dtype_to_hf(dtype),
+                           d2t.defined() ? fmt::format(", draft vocabulary {} of {}", args.draft_vocab, tc.vocab_size) : "",
+                           args.drafter_for, args.out_dir);
   return 0;
 }
 
 int run_init_random(const InitRandomArgs& args) {
   namespace fs = std::filesystem;
-  if (!args.drafter_for.empty()) return run_init_random_drafter(args);
+  if (!args.drafter_for.empty()) {
+    if (!args.config_path.empty()) fail("with --drafter-for the drafter's config is --drafter-config, not --config");
+    return run_init_random_drafter(args);
+  }
+  if (args.draft_vocab != 0) fail("--draft-vocab needs --drafter-for");
   if (args.config_path.empty()) fail("init-random needs --config CONFIG.json (or --drafter-for TARGET_DIR)");
   using json = nlohmann::json;
   const std::string text = io::read_text_file(args.config_path);
@@ -111,6 +127,8 @@ Command add_init_random(CLI::App& root) {
   app->add_option("--layout", args->layout, "with --drafter-for: native or deepspec (the target's width and heads)")
       ->capture_default_str();
   app->add_option("--mask-token-id", args->mask_token_id, "with --layout deepspec: the mask token (default: the last id)");
+  app->add_option("--draft-vocab", args->draft_vocab,
+                  "with --drafter-for: a reduced draft vocabulary of the first N target ids (docs/drafter.md)");
   return {app, [args] { return run_init_random(*args); }};
 }
 

@@ -25,6 +25,7 @@ struct TrainDrafterArgs {
   std::string context;
   std::string layout = "native";
   int64_t mask_token_id = -1;
+  int64_t draft_vocab = 0;
   RuntimeArgs runtime;
   DistributedArgs dist;
 };
@@ -41,6 +42,8 @@ int run_train_drafter(TrainDrafterArgs args) {
   if (args.block_size > 0) o.config.block_size = args.block_size;
   if (!args.markov.empty()) o.config.markov = parse_markov_kind(args.markov);
   if (!args.context.empty()) o.config.context = parse_context_mode(args.context);
+  if (args.draft_vocab < 0) fail("--draft-vocab must be > 0 (the number of draft tokens)");
+  if (args.draft_vocab > 0) o.config.draft_vocab_size = args.draft_vocab;
   if (args.layout == "deepspec") {
     // DeepSpec's drafter: the target's width and head geometry, no input / output projections,
     // mask slots = the target's embedding of a mask token; exports with `dspark convert --to deepspec`.
@@ -107,6 +110,8 @@ Command add_train_drafter(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--mask-token-id", args->mask_token_id,
                   "mask slots hold the target's embedding of this token (required by --layout deepspec)");
+  app->add_option("--draft-vocab", args->draft_vocab,
+                  "predict only the N most frequent target tokens of the training data (a d2t map; docs/drafter.md)");
   app->add_option("--steps", o.steps, "optimizer steps");
   app->add_option("--minutes", o.minutes, "with --steps: stop this run after M minutes (resume later); without: train for a time budget of M minutes");
   app->add_option("--stop-at", o.stop_at, "stop at this step (resume later)");

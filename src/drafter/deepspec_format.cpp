@@ -282,6 +282,9 @@ void write_deepspec(const DSparkDrafter& drafter, Transformer& target, const std
                     const std::string& out_dir, c10::ScalarType dtype, size_t max_shard_bytes) {
   const DSparkConfig& c = drafter.config();
   const ModelConfig& tc = target.config();
+  if (c.draft_vocab_size > 0)
+    fail("the drafter has a reduced draft vocabulary ({} of {} tokens) and DeepSpec's layout has no d2t map; "
+         "train it without --draft-vocab to export it", c.draft_vocab_size, drafter.target().vocab_size);
   if (!c.target_width || c.mask_token_id < 0 || !c.sample_from_anchor || c.context != ContextMode::Layers)
     fail("the drafter does not use DeepSpec's layout (it needs the target's width, a mask token, anchor-first "
          "blocks and a 'layers' context; train it with --layout deepspec)");

@@ -42,7 +42,8 @@ std::unique_ptr<DSparkDrafter> load_drafter_dir(const std::string& dir, Transfor
 // `target_dir`) with the drafter's geometry and DeepSpec's keys, and safetensors with DeepSpec's
 // names, including the copies of the target's embed_tokens and lm_head DeepSpec stores; sharded
 // (model-0000i-of-0000n + index) above `max_shard_bytes` (0: one file). The drafter must use the
-// DeepSpec layout (target_width, a mask token, anchor-first, `layers` context).
+// DeepSpec layout (target_width, a mask token, anchor-first, `layers` context) and predict the
+// whole vocabulary (DeepSpec has no d2t).
 void write_deepspec(const DSparkDrafter& drafter, Transformer& target, const std::string& target_dir,
                     const std::string& out_dir, c10::ScalarType dtype, size_t max_shard_bytes);
 

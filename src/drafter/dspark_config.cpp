@@ -21,6 +21,7 @@ void DSparkConfig::validate() const {
   if (num_kv_heads < 0 || num_heads % kv_heads() != 0)
     fail("drafter num_kv_heads {} must divide num_heads {}", num_kv_heads, num_heads);
   if (!sample_from_anchor && block_size < 2) fail("drafter block_size must be >= 2 when slots predict their own position");
+  if (draft_vocab_size < 0) fail("drafter draft_vocab_size {} must be >= 0 (0: the target's vocabulary)", draft_vocab_size);
   if (mask_token_id < -1) fail("drafter mask_token_id {} must be >= 0 (or -1 for a learned mask)", mask_token_id);
 }
 
@@ -118,6 +119,7 @@ json to_json(const DSparkConfig& c) {
   if (c.mask_token_id != d.mask_token_id) j["mask_token_id"] = c.mask_token_id;
   if (c.confidence_with_markov != d.confidence_with_markov) j["confidence_with_markov"] = c.confidence_with_markov;
   if (c.sample_from_anchor != d.sample_from_anchor) j["sample_from_anchor"] = c.sample_from_anchor;
+  if (c.draft_vocab_size > 0) j["draft_vocab_size"] = c.draft_vocab_size;  // likewise
   return j;
 }
 
@@ -141,6 +143,7 @@ DSparkConfig dspark_config_from_json(const json& j, const std::string& source) {
     c.mask_token_id = j.value("mask_token_id", c.mask_token_id);
     c.confidence_with_markov = j.value("confidence_with_markov", c.confidence_with_markov);
     c.sample_from_anchor = j.value("sample_from_anchor", c.sample_from_anchor);
+    c.draft_vocab_size = j.value("draft_vocab_size", c.draft_vocab_size);
     c.rope_theta = j.value("rope_theta", c.rope_theta);
     c.rms_norm_eps = j.value("rms_norm_eps", c.rms_norm_eps);
     c.init_std = j.value("init_std", c.init_std);

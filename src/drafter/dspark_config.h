@@ -47,6 +47,9 @@ struct DSparkConfig {
   // true (DeepSpec, anchor-first): slot k predicts the token k+1 places after the anchor, g drafts
   // per block. false (z-lab DFlash): slot k >= 1 predicts the token at its own position, g-1 drafts.
   bool sample_from_anchor = true;
+  // Vd > 0: the drafter predicts only Vd target tokens (its `d2t` map, drafter/draft_vocab.h): the
+  // LM-head rows it multiplies and Markov W2 are [Vd, ..]; 0: the target's whole vocabulary.
+  int64_t draft_vocab_size = 0;
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-6;
   double init_std = 0.02;

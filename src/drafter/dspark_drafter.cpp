@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "drafter/draft_vocab.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/ops.h"
@@ -35,9 +36,32 @@ constexpr int64_t kFastContextRows = 16;
 
 DSparkDrafter::DSparkDrafter(DSparkConfig config, TargetIdentity target, uint64_t seed)
     : config_(std::move(config)), target_(std::move(target)) {
+  if (config_.draft_vocab_size > 0)
+    fail("a drafter with a draft vocabulary of {} tokens is made from its target and d2t", config_.draft_vocab_size);
+  init_parameters(seed);
+}
+
+DSparkDrafter::DSparkDrafter(DSparkConfig config, Transformer& target, uint64_t seed, const at::Tensor& d2t)
+    : config_(std::move(config)), target_(TargetIdentity::of(target)) {
+  const int64_t Vd = config_.draft_vocab_size;
+  if (Vd > 0) {
+    if (!d2t.defined()) fail("a drafter with a draft vocabulary of {} tokens needs its d2t", Vd);
+    check_d2t(d2t, Vd, target_.vocab_size, "drafter");
+    d2t_ = d2t.to(target.device());
+    // The frozen head's rows of the draft vocabulary [Vd, H], in the target's dtype: a block then
+    // reads Vd rows instead of V.
+    head_rows_ = target.weights().lm_head.index_select(0, d2t_).contiguous();
+  } else if (d2t.defined()) {
+    fail("d2t given for a drafter without draft_vocab_size");
+  }
+  init_parameters(seed);
+}
+
+void DSparkDrafter::init_parameters(uint64_t seed) {
   config_.validate();
   const auto& c = config_;
   const int64_t d = c.width, H = target_.hidden_size, V = target_.vocab_size, r = c.markov_rank;
+  const int64_t Vd = c.draft_vocab_size > 0 ? c.draft_vocab_size : V;  // W2's rows: the output vocabulary
   const int64_t qd = c.num_heads * c.head_dim, kvd = c.kv_heads() * c.head_dim;
   if (c.target_width && d != H) fail("drafter width {} must equal the target's hidden size {}", d, H);
   if (c.mask_token_id >= V) fail("drafter mask_token_id {} is outside the target's vocabulary of {}", c.mask_token_id, V);
@@ -70,8 +94,8 @@ DSparkDrafter::DSparkDrafter(DSparkConfig config, TargetIdentity target, uint64_
   add("out.norm", torch::ones({d}));
   if (!c.target_width) add("out.proj", normal({H, d}));
   if (c.markov != MarkovKind::None) {
-    add("markov.w1", normal({V, r}));
-    add("markov.w2", torch::zeros({V, r}));  // B = W1[x] W2^T starts at 0: exactly DFlash
+    add("markov.w1", normal({V, r}));         // read by the previous token: target ids
+    add("markov.w2", torch::zeros({Vd, r}));  // B = W1[x] W2^T starts at 0: exactly DFlash
     if (c.markov == MarkovKind::Gated) {
       add("markov.gate.weight", normal({r, d + r}));
       add("markov.gate.bias", torch::zeros({r}));
@@ -118,6 +142,10 @@ std::string DSparkDrafter::fingerprint() const {
     at::Tensor t = params_.at(name).detach().to(torch::kCPU).to(torch::kBFloat16).contiguous();
     mix(t.data_ptr(), size_t(t.nbytes()));
   }
+  if (d2t_.defined()) {
+    at::Tensor ids = d2t_.to(torch::kCPU).contiguous();
+    mix(ids.data_ptr(), size_t(ids.nbytes()));
+  }
   return fmt::format("{:016x}", h);
 }
 
@@ -127,6 +155,10 @@ void DSparkDrafter::to(c10::Device device) {
     t = t.detach().to(device).requires_grad_(grad);
   }
   inv_freq_ = inv_freq_.to(device);
+  if (d2t_.defined()) {
+    d2t_ = d2t_.to(device);
+    head_rows_ = head_rows_.to(device);
+  }
 }
 
 int64_t DSparkDrafter::feature_width() const {
@@ -225,7 +257,12 @@ at::Tensor DSparkDrafter::mask_input(const Transformer& target) const {
 
 at::Tensor DSparkDrafter::base_logits(const Transformer& target, const at::Tensor& hidden) const {
   at::Tensor h = config_.target_width ? hidden : dense(hidden, param("out.proj"));  // [.., H]
-  return target.logits_from_final_hidden(h.to(target.dtype())).to(torch::kFloat32);
+  return target.logits_from_final_hidden(h.to(target.dtype()), head_rows_).to(torch::kFloat32);  // [.., Vd]
+}
+
+at::Tensor DSparkDrafter::target_distribution(const at::Tensor& q) const {
+  if (!d2t_.defined()) return q;
+  return torch::zeros({target_.vocab_size}, q.options()).index_copy_(0, d2t_.to(q.device()), q);  // [V]
 }
 
 DSparkDrafter::TrainOutput DSparkDrafter::forward_train(const Transformer& target, const at::Tensor& features,
@@ -341,7 +378,7 @@ DSparkDrafter::Draft DSparkDrafter::draft(const Transformer& target, const Conte
     h = backbone(target, ctx.keys, ctx.values, allowed, anchors, torch::full({1, 1}, anchor_token, i64))
             .view({c.block_size, c.width}).narrow(0, first_slot, n);
   }
-  at::Tensor U = base_logits(target, h);                               // [n, V]
+  at::Tensor U = base_logits(target, h);                               // [n, Vd]
 
   if (U.device().is_cpu() && (c.markov == MarkovKind::None || c.markov == MarkovKind::Vanilla))
     return walk_cpu(U, h, anchor_token, params, rng, forced);
@@ -377,16 +414,17 @@ DSparkDrafter::Draft DSparkDrafter::draft(const Transformer& target, const Conte
     if (forced) {
       prev = torch::full({1}, forced->at(size_t(k)), i64_opts);
       if (!params.greedy()) {
-        at::Tensor q = processed_probabilities(logits, params).to(torch::kCPU);
+        at::Tensor q = processed_probabilities(logits, params).to(torch::kCPU);  // [Vd]
         sample_index(q, *rng);  // the draw is made (and replaced), as in the CPU walk
-        out.q.push_back(q);
+        out.q.push_back(target_distribution(q));
       }
     } else if (params.greedy()) {
       prev = logits.argmax().view({1});
+      if (d2t_.defined()) prev = d2t_.index_select(0, prev);  // draft id -> target id, on the device
     } else {
-      at::Tensor q = processed_probabilities(logits, params).to(torch::kCPU);
-      prev = torch::full({1}, sample_index(q, *rng), i64_opts);
-      out.q.push_back(q);
+      at::Tensor q = processed_probabilities(logits, params).to(torch::kCPU);  // [Vd]
+      prev = torch::full({1}, target_id(sample_index(q, *rng)), i64_opts);
+      out.q.push_back(target_distribution(q));  // [V], 0 outside the draft vocabulary
     }
     picked.push_back(prev);
     if (c.confidence) {
@@ -588,19 +626,20 @@ DSparkDrafter::Draft DSparkDrafter::walk_cpu(const at::Tensor& base_logits, cons
                                              int64_t anchor_token, const SamplingParams& params, Rng* rng,
                                              const std::vector<int64_t>* forced) const {
   const auto& c = config_;
-  const int64_t n = base_logits.size(0), V = base_logits.size(1), d = hidden.size(1);
+  const int64_t n = base_logits.size(0), V = base_logits.size(1), d = hidden.size(1);  // V: Vd columns
   const bool markov = c.markov == MarkovKind::Vanilla;
   const int64_t r = markov ? c.markov_rank : 0;
   auto f32 = [](const at::Tensor& t) { return t.to(torch::kFloat32).contiguous(); };
   Draft out;
-  out.logits = base_logits.to(torch::kFloat32).clone().contiguous();  // [n, V], the Markov bias is added in place
+  out.logits = base_logits.to(torch::kFloat32).clone().contiguous();  // [n, Vd], the Markov bias is added in place
   const at::Tensor h = f32(hidden);                                    // [n, d]
-  const at::Tensor w1 = markov ? f32(param("markov.w1")) : at::Tensor();  // [V, r]
-  const at::Tensor w2 = markov ? f32(param("markov.w2")) : at::Tensor();  // [V, r]
+  const at::Tensor w1 = markov ? f32(param("markov.w1")) : at::Tensor();  // [V, r], by target id
+  const at::Tensor w2 = markov ? f32(param("markov.w2")) : at::Tensor();  // [Vd, r]
+  const int64_t* d2t = d2t_.defined() ? d2t_.data_ptr<int64_t>() : nullptr;  // draft id -> target id
   const at::Tensor conf_w = c.confidence ? f32(param("conf.weight")) : at::Tensor();  // [1, d + r]
   const double conf_b = c.confidence ? param("conf.bias").item<double>() : 0.0;
   int64_t prev = anchor_token;
-  std::vector<float> bias(static_cast<size_t>(markov ? V : 0));  // B_k = W1[x_{k-1}] W2^T, [V]
+  std::vector<float> bias(static_cast<size_t>(markov ? V : 0));  // B_k = W1[x_{k-1}] W2^T, [Vd]
   for (int64_t k = 0; k < n; ++k) {
     float* row = out.logits.data_ptr<float>() + k * V;
     const float* e = markov ? w1.data_ptr<float>() + prev * r : nullptr;  // W1[x_{k-1}], [r]
@@ -612,14 +651,15 @@ DSparkDrafter::Draft DSparkDrafter::walk_cpu(const at::Tensor& base_logits, cons
         kernels::matmul_f32(e, 1, r, w2.data_ptr<float>(), V, bias.data());
       kernels::axpy_f32(1.0f, bias.data(), row, V);
     }
-    int64_t token;
+    int64_t token;  // a draft id, then its target id
     if (params.greedy()) {
       token = kernels::argmax_f32(row, V).index;  // first maximum, as argmax
     } else {
-      at::Tensor q = processed_probabilities(out.logits[k], params);
+      at::Tensor q = processed_probabilities(out.logits[k], params);  // [Vd]
       token = sample_index(q, *rng);
-      out.q.push_back(q);
+      out.q.push_back(target_distribution(q));
     }
+    if (d2t) token = d2t[token];
     if (forced) token = forced->at(size_t(k));
     if (c.confidence) {
       // z_k = w . [h_k; e_k] + b
@@ -649,6 +689,11 @@ void DSparkDrafter::save(const std::string& dir, c10::ScalarType dtype) const {
     keep.push_back(t);
     tensors.push_back({name, dtype == torch::kBFloat16 ? io::DType::BF16 : io::DType::F32, t.sizes().vec(),
                        t.data_ptr(), size_t(t.nbytes())});
+  }
+  if (d2t_.defined()) {  // a full-vocabulary drafter writes exactly what it wrote before d2t existed
+    at::Tensor ids = d2t_.to(torch::kCPU).contiguous();
+    keep.push_back(ids);
+    tensors.push_back({kD2tTensor, io::DType::I64, ids.sizes().vec(), ids.data_ptr(), size_t(ids.nbytes())});
   }
   io::write_safetensors_dir(dir, tensors, {{"format", "pt"}}, 0, kTensorStem);
   json meta = {{"kind", kKind},
@@ -684,9 +729,16 @@ std::unique_ptr<DSparkDrafter> DSparkDrafter::load(const std::string& dir, Trans
     fail("drafter '{}' was made for another target ({})", dir, why);
   }
   const io::TensorStore store = io::TensorStore::open(dir, kTensorStem);
-  return from_parameters(config, target, [&](const std::string& name, const std::vector<int64_t>& shape) {
-    return read_float_tensor(store, name, shape);
-  });
+  at::Tensor d2t;
+  if (config.draft_vocab_size > 0)
+    d2t = read_d2t(store, config.draft_vocab_size, actual.vocab_size);
+  else if (store.contains(kD2tTensor))
+    fail("{}: tensor {} present but {} sets no draft_vocab_size", store.get(kD2tTensor).file, kD2tTensor,
+         meta_path.string());
+  return from_parameters(
+      config, target,
+      [&](const std::string& name, const std::vector<int64_t>& shape) { return read_float_tensor(store, name, shape); },
+      d2t);
 }
 
 at::Tensor read_float_tensor(const io::TensorStore& store, const std::string& name, const std::vector<int64_t>& shape) {
@@ -709,8 +761,8 @@ at::Tensor read_float_tensor(const io::TensorStore& store, const std::string& na
 }
 
 std::unique_ptr<DSparkDrafter> DSparkDrafter::from_parameters(DSparkConfig config, Transformer& target,
-                                                              const ParameterSource& source) {
-  auto drafter = std::make_unique<DSparkDrafter>(std::move(config), TargetIdentity::of(target), 0);
+                                                              const ParameterSource& source, const at::Tensor& d2t) {
+  auto drafter = std::make_unique<DSparkDrafter>(std::move(config), target, 0, d2t);
   for (const auto& name : drafter->names_) {
     at::Tensor& p = drafter->params_.at(name);
     at::Tensor value = source(name, p.sizes().vec());

@@ -1,6 +1,7 @@
 // The DSpark drafter module (LibTorch). Shapes: B sequences, A anchors per sequence, g block
 // slots, N context positions, F target feature width (m*H in `layers` mode, H in `final` mode),
-// d backbone width, V target vocabulary, r Markov rank.
+// d backbone width, V target vocabulary, r Markov rank, Vd the drafter's output vocabulary (V, or
+// config.draft_vocab_size with a reduced draft vocabulary: drafter/draft_vocab.h).
 //
 // Block = [anchor, mask x (g-1)] at positions anchor_pos + 0..g-1; slot k predicts the token k+1
 // places after the anchor. Slot inputs: the target's frozen embedding of the anchor (projected to
@@ -27,8 +28,14 @@ namespace dspark {
 class DSparkDrafter {
  public:
   // Fresh parameters: normal(0, init_std) matrices, unit norms, Markov W2 = 0 (so an untrained
-  // DSpark drafter is exactly its DFlash backbone), confidence head zero (c = 0.5).
+  // DSpark drafter is exactly its DFlash backbone), confidence head zero (c = 0.5). The whole
+  // vocabulary only (config.draft_vocab_size = 0): a draft vocabulary needs the target itself.
   DSparkDrafter(DSparkConfig config, TargetIdentity target, uint64_t seed);
+  // The same for `target` itself, with a reduced draft vocabulary when config.draft_vocab_size =
+  // Vd > 0: d2t [Vd] int64 (draft id -> target id, strictly ascending). The target's LM-head rows
+  // of those ids are copied once, so a block computes [.., Vd] logits; Markov W2 is [Vd, r].
+  // d2t undefined: the whole vocabulary (config.draft_vocab_size must be 0).
+  DSparkDrafter(DSparkConfig config, Transformer& target, uint64_t seed, const at::Tensor& d2t);
 
   // Loads `dir` (dspark.json + drafter.safetensors or shards) and checks it against `target`.
   // Throws dspark::Error with one line for a missing / corrupt directory or another target.
@@ -37,13 +44,16 @@ class DSparkDrafter {
   // shape; the source throws for a missing or malformed one). load() and the readers of other
   // checkpoint layouts (drafter/deepspec_format.h) build drafters this way.
   using ParameterSource = std::function<at::Tensor(const std::string& name, const std::vector<int64_t>& shape)>;
+  // `d2t`: the draft vocabulary when config.draft_vocab_size > 0 (see the constructor).
   static std::unique_ptr<DSparkDrafter> from_parameters(DSparkConfig config, Transformer& target,
-                                                        const ParameterSource& source);
-  // Writes dspark.json + drafter safetensors (f32 or bf16) atomically.
+                                                        const ParameterSource& source, const at::Tensor& d2t = {});
+  // Writes dspark.json + drafter safetensors (f32 or bf16; d2t as I64 when there is one) atomically.
   void save(const std::string& dir, c10::ScalarType dtype = c10::kFloat) const;
 
   const DSparkConfig& config() const { return config_; }
   const TargetIdentity& target() const { return target_; }
+  // The draft vocabulary d2t [Vd] int64; undefined when the drafter predicts the whole vocabulary.
+  const at::Tensor& d2t() const { return d2t_; }
   NamedParameters named_parameters() const;
   int64_t parameter_count() const;
   // Hash of config and parameters: identifies this drafter in calibration files.
@@ -58,7 +68,7 @@ class DSparkDrafter {
 
   // ---- Training forward (teacher-forced Markov head) ----
   struct TrainOutput {
-    at::Tensor logits;       // [B, A, g, V] float32: U_k + B_k
+    at::Tensor logits;       // [B, A, g, Vd] float32: U_k + B_k (column j: target token d2t[j])
     at::Tensor conf_logits;  // [B, A, g] pre-sigmoid confidence (undefined without the head)
   };
   // features [B, N, F] for every position of each sequence; anchors [B, A] positions (a block at
@@ -79,11 +89,12 @@ class DSparkDrafter {
   void extend_context(Context& context, const at::Tensor& features) const;
 
   struct Draft {
-    std::vector<int64_t> tokens;        // x_1..x_n
-    std::vector<at::Tensor> q;          // per position: the processed distribution drawn from [V]
+    std::vector<int64_t> tokens;        // x_1..x_n (target ids)
+    std::vector<at::Tensor> q;          // per position: the processed distribution drawn from, [V]
+                                        // over target ids (0 outside a draft vocabulary)
     std::vector<double> confidence;     // c_k (empty without the head)
     std::vector<double> conf_logits;    // pre-sigmoid z_k (for calibration)
-    at::Tensor logits;                  // [n, V] float32: U_k + B_k given the walk's prefix
+    at::Tensor logits;                  // [n, Vd] float32: U_k + B_k given the walk's prefix
   };
   // One block after `anchor_token` (at position context.length): backbone once, then the
   // sequential walk over n <= g positions, each token drawn (or argmax) from
@@ -92,6 +103,8 @@ class DSparkDrafter {
               const SamplingParams& params, Rng* rng, const std::vector<int64_t>* forced = nullptr) const;
 
  private:
+  // Fresh parameters for config_ and target_ (the constructors' common part).
+  void init_parameters(uint64_t seed);
   at::Tensor& param(const std::string& name) const;
   // Block hidden states [B, A, g, d] after the output norm. ctx_allowed [B, A, N] bool: context
   // positions each block may see; undefined = all of them.
@@ -101,7 +114,11 @@ class DSparkDrafter {
   // Context rows [.., N, F] at positions [N] -> per-layer keys/values [.., heads, N, hd].
   void context_kv(const at::Tensor& features, const at::Tensor& positions, std::vector<at::Tensor>& keys,
                   std::vector<at::Tensor>& values) const;
-  at::Tensor base_logits(const Transformer& target, const at::Tensor& hidden) const;  // [.., d] -> [.., V]
+  at::Tensor base_logits(const Transformer& target, const at::Tensor& hidden) const;  // [.., d] -> [.., Vd]
+  // A draft id (a column of the logits) -> its target id.
+  int64_t target_id(int64_t draft_id) const { return d2t_.defined() ? d2t_[draft_id].item<int64_t>() : draft_id; }
+  // q over the draft vocabulary [Vd] -> over the target's [V], zeros outside.
+  at::Tensor target_distribution(const at::Tensor& q) const;
   // The mask slots' input [d]: the learned `mask`, or the target's embedding of mask_token_id.
   at::Tensor mask_input(const Transformer& target) const;
   // One step of the rnn Markov head: the next state; `output` = tanh(o), what W2 projects.
@@ -112,7 +129,7 @@ class DSparkDrafter {
                       std::vector<at::Tensor>& values) const;
   // backbone() for one block at inference on the CPU (`layers` context, float32 raw rows): [g, d].
   at::Tensor block_hidden_cpu(const Transformer& target, const Context& context, int64_t anchor_token) const;
-  // draft()'s walk for the none/vanilla heads on the CPU: base logits [n, V], hidden [n, d].
+  // draft()'s walk for the none/vanilla heads on the CPU: base logits [n, Vd], hidden [n, d].
   Draft walk_cpu(const at::Tensor& base_logits, const at::Tensor& hidden, int64_t anchor_token,
                  const SamplingParams& params, Rng* rng, const std::vector<int64_t>* forced) const;
 
@@ -121,7 +138,9 @@ class DSparkDrafter {
   std::vector<std::string> names_;                   // canonical order
   mutable std::map<std::string, at::Tensor> params_;
   at::Tensor inv_freq_;
-  at::Tensor walk_w2_bf16_;  // [V, r] bf16 copy of markov.w2 when exact (loaded drafters), for the walk
+  at::Tensor d2t_;        // [Vd] int64 on the drafter's device; undefined: the whole vocabulary
+  at::Tensor head_rows_;  // [Vd, H] the target's LM-head rows of d2t (its dtype and device)
+  at::Tensor walk_w2_bf16_;  // [Vd, r] bf16 copy of markov.w2 when exact (loaded drafters), for the walk
   kernels::Isa walk_isa_ = kernels::Isa::Scalar;  // kernel path for walk_w2_bf16_
 };
 

@@ -66,15 +66,21 @@ at::Tensor position_weights(int64_t g, double decay) {
 }
 
 DSparkLoss dspark_loss(const at::Tensor& logits, const at::Tensor& conf_logits, const at::Tensor& target_probs,
-                       const at::Tensor& labels, const at::Tensor& valid, const DSparkLossWeights& weights) {
+                       const at::Tensor& labels, const at::Tensor& valid, const DSparkLossWeights& weights,
+                       const at::Tensor& target_outside) {
   const int64_t g = logits.size(-2);
   at::Tensor w = position_weights(g, weights.decay).to(logits.device()) * valid.to(torch::kFloat32);  // [.., g]
   at::Tensor norm = w.sum().clamp_min(1e-8);
   auto weighted_mean = [&](const at::Tensor& per_position) { return (per_position * w).sum() / norm; };
 
   at::Tensor ce_labels = weights.ce_on_target_argmax ? target_probs.argmax(-1) : labels;
-  at::Tensor safe_labels = ce_labels.masked_fill(valid.logical_not(), 0);
-  const auto [ce, l1] = ce_l1_per_position(logits, target_probs, safe_labels, cpu_fast_paths_enabled());  // [.., g]
+  at::Tensor ce_valid = target_outside.defined() ? valid.logical_and(ce_labels >= 0) : valid;  // [.., g]
+  at::Tensor safe_labels = ce_labels.masked_fill(ce_valid.logical_not(), 0);
+  auto [ce, l1] = ce_l1_per_position(logits, target_probs, safe_labels, cpu_fast_paths_enabled());  // [.., g]
+  if (target_outside.defined()) {
+    ce = ce * ce_valid.to(torch::kFloat32);
+    l1 = l1 + target_outside.to(torch::kFloat32);  // |0 - p_t| over the tokens outside the draft vocabulary
+  }
 
   DSparkLoss out;
   out.tv = (0.5 * l1).detach();

@@ -40,8 +40,14 @@ at::Tensor position_weights(int64_t g, double decay);
 
 // logits [.., g, V] draft logits (U + B); conf_logits [.., g] pre-sigmoid (undefined: no BCE);
 // target_probs [.., g, V]; labels [.., g] int64; valid [.., g] bool.
+// A drafter with a reduced vocabulary (drafter/draft_vocab.h): logits and target_probs are its Vd
+// columns, `target_outside` [.., g] is the target's probability mass outside them and labels are
+// draft ids, -1 outside. The drafter's q is 0 outside, so the L1 term (and with it TV, tau and the
+// BCE label) adds that mass and is the exact distance of the reduced drafter to p_t; a label outside
+// adds 0 to CE (no draft token can match it) and stays in the normaliser.
 DSparkLoss dspark_loss(const at::Tensor& logits, const at::Tensor& conf_logits, const at::Tensor& target_probs,
-                       const at::Tensor& labels, const at::Tensor& valid, const DSparkLossWeights& weights);
+                       const at::Tensor& labels, const at::Tensor& valid, const DSparkLossWeights& weights,
+                       const at::Tensor& target_outside = {});
 
 // 1 + sum_k prod_{i<=k} (1 - TV_i), averaged over blocks: the expected accepted length under
 // sampling when the drafter's q is proposed to a target with distribution p. tv [.., g]; positions

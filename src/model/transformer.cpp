@@ -103,8 +103,8 @@ at::Tensor Transformer::embed(const at::Tensor& tokens) const {
   return x;
 }
 
-at::Tensor Transformer::logits_from_final_hidden(const at::Tensor& hidden) const {
-  at::Tensor logits = dense(hidden, weights_.lm_head).to(torch::kFloat32);
+at::Tensor Transformer::logits_from_final_hidden(const at::Tensor& hidden, const at::Tensor& head_rows) const {
+  at::Tensor logits = dense(hidden, head_rows.defined() ? head_rows : weights_.lm_head).to(torch::kFloat32);
   if (config_.final_softcap) logits = softcap(logits, *config_.final_softcap);
   return logits;
 }

@@ -73,8 +73,10 @@ class Transformer {
 
   // The frozen head a drafter shares: token embedding (incl. Gemma's sqrt(H) scale) and
   // final-hidden -> logits (incl. final softcap). [N] -> [N, H]; [N, H] -> [N, V] float32.
+  // `head_rows` [Vd, H]: rows of the LM head to use instead of all of it (a drafter's reduced
+  // vocabulary) -> [N, Vd].
   at::Tensor embed(const at::Tensor& tokens) const;
-  at::Tensor logits_from_final_hidden(const at::Tensor& hidden) const;
+  at::Tensor logits_from_final_hidden(const at::Tensor& hidden, const at::Tensor& head_rows = {}) const;
 
  private:
   struct Segment;  // a chunk's rows and its cache, see transformer.cpp

@@ -11,6 +11,7 @@
 #include <random>
 #include <utility>
 
+#include "drafter/draft_vocab.h"
 #include "drafter/dspark_drafter.h"
 #include "io/atomic_file.h"
 #include "spec/dspark_source.h"
@@ -39,9 +40,10 @@ struct Batch {
   at::Tensor anchors;        // [B, A]
   at::Tensor anchor_tokens;  // [B, A]
   at::Tensor prev_tokens;    // [B, A, g]
-  at::Tensor labels;         // [B, A, g]
+  at::Tensor labels;         // [B, A, g] (draft ids with a draft vocabulary, -1 outside it)
   at::Tensor valid;          // [B, A, g] bool
-  at::Tensor target_probs;   // [B, A, g, V]
+  at::Tensor target_probs;   // [B, A, g, Vd]: p_t on the drafter's output vocabulary
+  at::Tensor target_outside; // [B, A, g] p_t's mass outside a draft vocabulary (undefined without one)
   int64_t tokens = 0;        // real tokens in the batch
 };
 
@@ -178,7 +180,28 @@ Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::v
     *t = t->to(dev);
   at::Tensor h = final_hidden.gather(1, positions.unsqueeze(-1).expand({B, A * g, final_hidden.size(-1)}));
   batch.target_probs = torch::softmax(target.logits_from_final_hidden(h.to(target.dtype())), -1).view({B, A, g, -1});
+  if (drafter.d2t().defined()) {
+    // The drafter predicts only its draft vocabulary: p_t on those columns, the rest as one mass.
+    const at::Tensor& d2t = drafter.d2t();
+    batch.target_probs = batch.target_probs.index_select(-1, d2t);                   // [B, A, g, Vd]
+    batch.target_outside = (1.0 - batch.target_probs.sum(-1)).clamp_min(0.0);        // [B, A, g]
+    batch.labels = target_to_draft(d2t.to(batch.labels.device()), target.config().vocab_size).index({batch.labels});
+  }
   return batch;
+}
+
+// Occurrences of every target id among the tokens the drafter learns to predict (each training
+// response's tokens after its first, within max_len): what a draft vocabulary is chosen from.
+std::vector<int64_t> label_token_counts(const std::vector<RegenSample>& samples, int64_t vocab, int64_t max_len) {
+  std::vector<int64_t> counts(static_cast<size_t>(vocab), 0);
+  for (const auto& s : samples) {
+    const int64_t len = std::min<int64_t>(max_len, int64_t(s.tokens.size()));
+    for (int64_t t = s.n_prompt + 1; t < len; ++t) {
+      const int64_t id = s.tokens[size_t(t)];
+      if (id >= 0 && id < vocab) ++counts[size_t(id)];
+    }
+  }
+  return counts;
 }
 
 std::vector<double> mean_of(std::vector<double> sums, int64_t count) {
@@ -218,7 +241,8 @@ DrafterEval evaluate_drafter(Transformer& target, DSparkDrafter& drafter, const 
     for (size_t j = i; j < std::min(eval.size(), i + size_t(o.batch_size)); ++j) chunk.push_back(&eval[j]);
     Batch batch = make_batch(target, drafter, chunk, o.anchors, o.max_len, rng);
     auto out = drafter.forward_train(target, batch.features, batch.anchors, batch.anchor_tokens, batch.prev_tokens);
-    DSparkLoss loss = dspark_loss(out.logits, out.conf_logits, batch.target_probs, batch.labels, batch.valid, o.loss);
+    DSparkLoss loss =
+        dspark_loss(out.logits, out.conf_logits, batch.target_probs, batch.labels, batch.valid, o.loss, batch.target_outside);
     at::Tensor any = batch.valid.select(-1, 0).reshape({-1});
     at::Tensor surv = torch::cumprod((1.0 - loss.tv) * batch.valid.to(torch::kFloat32), -1).reshape({-1, g}).index({any});
     tau_sum += surv.sum().item<double>() + double(surv.size(0));
@@ -271,7 +295,15 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
   std::vector<RegenSample> eval(samples.end() - n_eval, samples.end());
   samples.resize(samples.size() - size_t(n_eval));
 
-  DSparkDrafter drafter(o.config, target_id, o.seed);
+  // A draft vocabulary: the most frequent tokens of the training responses (every rank reads the
+  // same samples, so every rank chooses the same ids; a resumed run chooses them again).
+  at::Tensor d2t;
+  if (o.config.draft_vocab_size > 0) {
+    if (o.config.draft_vocab_size >= target_id.vocab_size)
+      fail("--draft-vocab {} must be below the target's vocabulary of {}", o.config.draft_vocab_size, target_id.vocab_size);
+    d2t = most_frequent_tokens(label_token_counts(samples, target_id.vocab_size, o.max_len), o.config.draft_vocab_size);
+  }
+  DSparkDrafter drafter(o.config, target, o.seed, d2t);
   drafter.to(target.device());  // before its parameters are handed to the optimizer
   NamedParameters params = drafter.named_parameters();
   std::vector<at::Tensor> all;
@@ -352,7 +384,8 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
     Batch batch = make_batch(target, drafter, chunk, o.anchors, o.max_len, rng, cached, my_rows);
     optimizer.zero_grad();
     auto fwd = drafter.forward_train(target, batch.features, batch.anchors, batch.anchor_tokens, batch.prev_tokens);
-    DSparkLoss loss = dspark_loss(fwd.logits, fwd.conf_logits, batch.target_probs, batch.labels, batch.valid, o.loss);
+    DSparkLoss loss =
+        dspark_loss(fwd.logits, fwd.conf_logits, batch.target_probs, batch.labels, batch.valid, o.loss, batch.target_outside);
     double loss_value = loss.total.item<double>();
     if (!std::isfinite(loss_value)) fail("loss became {} at step {}; lower --lr", loss_value, step);
     loss.total.backward();

@@ -12,7 +12,7 @@
 #include "drafter/dspark_loss.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
-#include "spec/speculative.h"
+#include "support/self_distilled_data.h"
 #include "support/tiny_models.h"
 #include "support/train_log.h"
 #include "train/drafter_trainer.h"
@@ -282,27 +282,6 @@ TEST(DSparkDrafter, Bf16StoredDrafterWalkEqualsTrainingForward) {
       << (walk.logits - train.logits[0][0]).abs().max().item<double>();
 }
 
-// Regenerated data from the tiny target itself (greedy continuations of random prompts).
-std::string make_data(Transformer& target) {
-  const std::string dir = testing::temp_dir("drafter_data");
-  std::string lines;
-  torch::manual_seed(11);
-  for (int i = 0; i < 24; ++i) {
-    at::Tensor p = torch::randint(2, 97, {6}, torch::kInt64);
-    std::vector<int64_t> prompt(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + 6);
-    SpecOptions o;
-    o.max_new_tokens = 30;
-    o.sampling.temperature = 1.0;
-    o.sampling.seed = uint64_t(i);
-    auto r = generate_speculative(target, nullptr, prompt, o);
-    std::vector<int64_t> all = prompt;
-    all.insert(all.end(), r.tokens.begin(), r.tokens.end());
-    lines += nlohmann::json{{"id", i}, {"n_prompt", 6}, {"tokens", all}}.dump() + "\n";
-  }
-  io::write_text_atomic(dir + "/samples.jsonl", lines);
-  return dir;
-}
-
 DrafterTrainOptions train_options(const std::string& data, const std::string& out, int64_t steps) {
   DrafterTrainOptions o;
   o.data_dir = data;
@@ -337,7 +316,7 @@ void expect_same_train_state(const std::string& run_a, const std::string& run_b)
 TEST(DrafterTrainer, ShortRunLowersTheLossAndResumeIsExact) {
   at::set_num_threads(1);
   auto target = testing::tiny_model("qwen3", torch::kFloat32, 3);
-  const std::string data = make_data(*target);
+  const std::string data = testing::self_distilled_data(*target, "drafter_data");
   const std::string root = testing::temp_dir("drafter_train");
 
   auto straight = train_options(data, root + "/straight", 40);
@@ -364,7 +343,7 @@ TEST(DrafterTrainer, HiddenCacheTrainsLikeOnlineAndResumesExactly) {
   // states, and a cached run interrupted and resumed ends bit-identical to an uninterrupted one.
   at::set_num_threads(1);
   auto target = testing::tiny_model("qwen3", torch::kFloat32, 3);
-  const std::string data = make_data(*target);
+  const std::string data = testing::self_distilled_data(*target, "drafter_data");
   const std::string root = testing::temp_dir("drafter_train_cache");
   auto online = train_options(data, root + "/online", 20);
   train_drafter(*target, online);
@@ -397,7 +376,7 @@ TEST(DrafterTrainer, TimeBudgetSetsTheScheduleFromTheMeasuredSpeed) {
   // the first steps (which set the schedule) can run several times slower than the rest.
   at::set_num_threads(1);
   auto target = testing::tiny_model("qwen3", torch::kFloat32, 3);
-  const std::string data = make_data(*target);
+  const std::string data = testing::self_distilled_data(*target, "drafter_data");
   auto o = train_options(data, testing::temp_dir("drafter_budget") + "/run", 0);
   o.minutes = 0.1;  // 6 s
   o.eval_every = 1000000;  // only the final evaluation

@@ -6,16 +6,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <cmath>
 #include <iostream>
-#include <map>
-#include <nlohmann/json.hpp>
 
 #include "drafter/dspark_drafter.h"
 #include "generation/autoregressive.h"
-#include "io/atomic_file.h"
 #include "spec/dspark_source.h"
 #include "spec/speculative.h"
+#include "support/sampled_chi_square.h"
+#include "support/self_distilled_data.h"
 #include "support/tiny_models.h"
 #include "support/train_log.h"
 #include "train/drafter_trainer.h"
@@ -30,25 +28,6 @@ std::vector<int64_t> random_prompt(int64_t length) {
   return std::vector<int64_t>(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + length);
 }
 
-// Training data from the target itself: sampled continuations of random prompts.
-std::string make_data(Transformer& target) {
-  const std::string dir = testing::temp_dir("gemma4_drafter_data");
-  std::string lines;
-  torch::manual_seed(11);
-  for (int i = 0; i < 24; ++i) {
-    std::vector<int64_t> all = random_prompt(6);
-    SpecOptions o;
-    o.max_new_tokens = 30;
-    o.sampling.temperature = 1.0;
-    o.sampling.seed = uint64_t(i);
-    auto r = generate_speculative(target, nullptr, all, o);
-    all.insert(all.end(), r.tokens.begin(), r.tokens.end());
-    lines += nlohmann::json{{"id", i}, {"n_prompt", 6}, {"tokens", all}}.dump() + "\n";
-  }
-  io::write_text_atomic(dir + "/samples.jsonl", lines);
-  return dir;
-}
-
 class Gemma4Target : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -57,7 +36,7 @@ class Gemma4Target : public ::testing::Test {
     ASSERT_EQ(target_->config().arch, Architecture::Gemma4);
     ASSERT_TRUE(target_->config().kv_shared(3));
     DrafterTrainOptions o;
-    o.data_dir = make_data(*target_);
+    o.data_dir = testing::self_distilled_data(*target_, "gemma4_drafter_data");
     o.out_dir = testing::temp_dir("gemma4_drafter") + "/run";
     o.config = testing::tiny_drafter_config(4, MarkovKind::Vanilla, ContextMode::Layers);
     o.config.target_layers = {1, 3};  // a full-attention layer (k = v) and a KV-shared one
@@ -142,61 +121,12 @@ TEST_F(Gemma4Target, GreedySpeculativeDecodingEqualsPlainDecoding) {
 // sampling at temperature 1, follow the target's exact joint distribution p(t1) p(t2 | t1)
 // (chi-square over the cells expected to hold >= 5 draws, the rest pooled).
 TEST_F(Gemma4Target, SampledSpeculativeDecodingFollowsTheTargetDistribution) {
-  torch::NoGradGuard no_grad;
-  const std::vector<int64_t> prompt = {5, 17, 42, 8, 63, 29, 11};
-  const int64_t draws = 3000;
-  SamplingParams sampling;
-  sampling.temperature = 1.0;
-  auto probs = [&](const std::vector<int64_t>& tokens) {
-    KVCache cache = target_->new_cache();
-    return torch::softmax(target_->forward(cache, tokens).logits[0], -1);  // [V]
-  };
-  const at::Tensor p1 = probs(prompt);
-  std::map<std::pair<int64_t, int64_t>, double> expected;
-  for (int64_t a = 0; a < kVocab; ++a) {
-    const double pa = p1[a].item<double>();
-    if (pa * double(draws) < 1.0) continue;  // too rare to matter: pooled below
-    std::vector<int64_t> longer = prompt;
-    longer.push_back(a);
-    const at::Tensor p2 = probs(longer);
-    for (int64_t b = 0; b < kVocab; ++b) expected[{a, b}] = double(draws) * pa * p2[b].item<double>();
-  }
-  std::map<std::pair<int64_t, int64_t>, int64_t> counts;
-  int64_t accepted = 0;
-  for (int64_t d = 0; d < draws; ++d) {
-    auto drafter = source();
-    SpecOptions o;
-    o.max_new_tokens = 4;  // the first token comes from the prefill, the second from a verify step
-    o.gamma = 3;
-    o.sampling = sampling;
-    o.sampling.seed = uint64_t(d);
-    SpecResult r = generate_speculative(*target_, drafter.get(), prompt, o);
-    ASSERT_GE(r.tokens.size(), 2u);
-    ++counts[{r.tokens[0], r.tokens[1]}];
-    accepted += r.stats.n_accepted;
-  }
-  double chi2 = 0, pooled_expected = double(draws), kept_cells = 0;
-  int64_t pooled_count = draws;
-  for (const auto& [cell, e] : expected) {
-    if (e < 5.0) continue;
-    const double n = double(counts.count(cell) ? counts.at(cell) : 0);
-    chi2 += (n - e) * (n - e) / e;
-    pooled_expected -= e;
-    pooled_count -= int64_t(n);
-    ++kept_cells;
-  }
-  ASSERT_GE(kept_cells, 5);
-  if (pooled_expected >= 5.0)
-    chi2 += (double(pooled_count) - pooled_expected) * (double(pooled_count) - pooled_expected) / pooled_expected;
-  else
-    --kept_cells;  // no pooled cell
-  // 0.001 critical value of chi-square with `df` degrees of freedom (Wilson-Hilferty).
-  const double df = kept_cells, z = 3.09;
-  const double critical = df * std::pow(1.0 - 2.0 / (9.0 * df) + z * std::sqrt(2.0 / (9.0 * df)), 3.0);
-  EXPECT_LT(chi2, critical) << "chi-square " << chi2 << " over " << df << " degrees of freedom";
-  EXPECT_GT(accepted, 0);  // drafts were accepted as well as rejected
-  std::cout << "[ sampled  ] chi-square " << chi2 << " (" << df << " df, 0.001 critical " << critical << "), "
-            << accepted << " drafts accepted\n";
+  const testing::ChiSquare r =
+      testing::first_two_tokens_chi_square(*target_, [&] { return source(); }, {5, 17, 42, 8, 63, 29, 11}, 3000);
+  EXPECT_LT(r.chi2, r.critical) << "chi-square " << r.chi2 << " over " << r.df << " degrees of freedom";
+  EXPECT_GT(r.accepted, 0);  // drafts were accepted as well as rejected
+  std::cout << "[ sampled  ] chi-square " << r.chi2 << " (" << r.df << " df, 0.001 critical " << r.critical << "), "
+            << r.accepted << " drafts accepted\n";
 }
 
 }  // namespace
