@@ -19,7 +19,7 @@ WORK=${1:-build/mid-model}
 OUT=${2:-models/mid}
 PYLIB=${PYLIB:-/usr/lib/python3.11}
 DIST=${DIST:-/usr/lib/python3/dist-packages}
-STEPS=${STEPS:-3000}
+STEPS=${STEPS:-2000}
 STOP=${STOP:-0}
 THREADS=${THREADS:-0}
 DSPARK=${DSPARK:-build/dspark}
@@ -82,7 +82,7 @@ RESUME=()
 [ -f "$WORK/lm/train/train_state.safetensors" ] && RESUME=(--resume)
 "$DSPARK" train-lm --config configs/mid-model.config.json --tokenizer "$WORK/tokenizer" \
   --corpus "$WORK/corpus/train" --valid "$WORK/corpus/valid" --ext .py --out "$WORK/lm" \
-  --steps "$STEPS" --seq-len 256 --batch-size 16 --lr 1e-3 --warmup 200 --seed 0 --eval-windows 128 \
+  --steps "$STEPS" --seq-len 256 --batch-size 16 --lr 1e-3 --warmup 150 --seed 0 --eval-windows 128 \
   --eval-every 250 --matmul "$MATMUL" --stop-at "$STOP" --threads "$THREADS" "${RESUME[@]}"
 
 # Ship: the exported HF files only (not the training state).
