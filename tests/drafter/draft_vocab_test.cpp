@@ -23,6 +23,7 @@
 #include "spec/dspark_source.h"
 #include "spec/speculative.h"
 #include "support/run_cli.h"
+#include "support/greedy_lossless.h"
 #include "support/sampled_chi_square.h"
 #include "support/self_distilled_data.h"
 #include "support/tiny_models.h"
@@ -135,7 +136,9 @@ TEST_P(ReducedHead, LogitsAreTheFullDrafterColumnsOfD2t) {
   auto r = reduced.forward_train(*target, feats, anchors, anchor_token, prev);
   ASSERT_EQ(r.logits.size(-1), kDraftVocab);
   EXPECT_TRUE(torch::allclose(r.logits, f.logits.index_select(-1, d2t), 1e-5, 1e-5));
-  if (config.confidence) EXPECT_TRUE(torch::allclose(r.conf_logits, f.conf_logits, 1e-5, 1e-5));
+  if (config.confidence) {
+    EXPECT_TRUE(torch::allclose(r.conf_logits, f.conf_logits, 1e-5, 1e-5));
+  }
 
   // The inference walk with the same (forced) tokens gives the training logits...
   DSparkDrafter::Context ctx = reduced.new_context();
@@ -238,45 +241,33 @@ TEST_F(ReducedVocabDrafter, TrainsOnTheMostFrequentTokensOfTheData) {
   EXPECT_TRUE(torch::equal(drafter_->d2t(), most_frequent_tokens(counts, kDraftVocab)));
   const json meta = json::parse(io::read_text_file(*out_dir_ + "/dspark.json"));
   EXPECT_EQ(meta["config"]["draft_vocab_size"], kDraftVocab);
-  for (auto& [name, t] : drafter_->named_parameters())
-    if (name == "markov.w2") EXPECT_EQ(t.sizes(), (std::vector<int64_t>{kDraftVocab, 8}));
+  for (auto& [name, t] : drafter_->named_parameters()) {
+    if (name == "markov.w2") {
+      EXPECT_EQ(t.sizes(), (std::vector<int64_t>{kDraftVocab, 8}));
+    }
+  }
 }
 
 // Token for token, both verify modes, several draft lengths, an EOS hit early; the outputs hold
 // tokens the drafter cannot propose, so those positions are always corrections.
 TEST_F(ReducedVocabDrafter, GreedySpeculativeDecodingEqualsPlainDecoding) {
   torch::manual_seed(21);
-  int64_t checked = 0, accepted = 0, outside = 0;
+  testing::GreedyLossless total;
+  int64_t outside = 0;
   for (int trial = 0; trial < 5; ++trial) {
     const int64_t plen = 1 + trial * 4, max_new = 10 + trial * 8;
     at::Tensor p = torch::randint(2, kVocab, {plen}, torch::kInt64);
     const std::vector<int64_t> prompt(p.data_ptr<int64_t>(), p.data_ptr<int64_t>() + plen);
     GenerationResult plain = generate_autoregressive(*target_, prompt, max_new, SamplingParams{}, {});
     for (int64_t t : plain.tokens) outside += in_draft_vocab(t) ? 0 : 1;
-    std::vector<std::vector<int64_t>> eos_sets = {{}};
-    if (plain.tokens.size() > 4) eos_sets.push_back({plain.tokens[3]});
-    for (const auto& eos : eos_sets) {
-      GenerationResult ref = generate_autoregressive(*target_, prompt, max_new, SamplingParams{}, eos);
-      for (VerifyMode mode : {VerifyMode::Fixed, VerifyMode::Threshold}) {
-        for (int64_t gamma : {1, 3, 4}) {
-          auto drafter = source();
-          SpecOptions o;
-          o.max_new_tokens = max_new;
-          o.eos_ids = eos;
-          o.gamma = gamma;
-          o.verify = mode;
-          SpecResult r = generate_speculative(*target_, drafter.get(), prompt, o);
-          EXPECT_EQ(r.tokens, ref.tokens) << "trial " << trial << " gamma " << gamma;
-          EXPECT_EQ(r.hit_eos, ref.hit_eos);
-          accepted += r.stats.n_accepted;
-          ++checked;
-        }
-      }
-    }
+    const testing::GreedyLossless r =
+        testing::expect_greedy_equals_plain(*target_, [&] { return source(); }, prompt, max_new, {1, 3, 4});
+    total.checked += r.checked;
+    total.accepted += r.accepted;
   }
-  EXPECT_GE(checked, 30);
-  EXPECT_GT(accepted, 0);  // drafts were accepted, and rejected ones rolled back
-  EXPECT_GT(outside, 0);   // the target emitted tokens outside the draft vocabulary
+  EXPECT_GE(total.checked, 30);
+  EXPECT_GT(total.accepted, 0);  // drafts were accepted, and rejected ones rolled back
+  EXPECT_GT(outside, 0);         // the target emitted tokens outside the draft vocabulary
 }
 
 // Sampled verification with q = 0 outside the draft vocabulary is still exact: the first two

@@ -12,6 +12,7 @@
 #include "generation/autoregressive.h"
 #include "spec/dspark_source.h"
 #include "spec/speculative.h"
+#include "support/greedy_lossless.h"
 #include "support/sampled_chi_square.h"
 #include "support/self_distilled_data.h"
 #include "support/tiny_models.h"
@@ -87,34 +88,15 @@ TEST_F(Gemma4Target, DrafterTrainsAndLoads) {
 // back many times, both verify modes, several draft lengths, and an EOS hit early.
 TEST_F(Gemma4Target, GreedySpeculativeDecodingEqualsPlainDecoding) {
   torch::manual_seed(21);
-  int64_t checked = 0, accepted = 0;
+  testing::GreedyLossless total;
   for (int trial = 0; trial < 5; ++trial) {
-    const std::vector<int64_t> prompt = random_prompt(1 + trial * 4);
-    const int64_t max_new = 10 + trial * 8;
-    GenerationResult plain = generate_autoregressive(*target_, prompt, max_new, SamplingParams{}, {});
-    std::vector<std::vector<int64_t>> eos_sets = {{}};
-    if (plain.tokens.size() > 4) eos_sets.push_back({plain.tokens[3]});
-    for (const auto& eos : eos_sets) {
-      GenerationResult ref = generate_autoregressive(*target_, prompt, max_new, SamplingParams{}, eos);
-      for (VerifyMode mode : {VerifyMode::Fixed, VerifyMode::Threshold}) {
-        for (int64_t gamma : {1, 3}) {
-          auto drafter = source();
-          SpecOptions o;
-          o.max_new_tokens = max_new;
-          o.eos_ids = eos;
-          o.gamma = gamma;
-          o.verify = mode;
-          SpecResult r = generate_speculative(*target_, drafter.get(), prompt, o);
-          EXPECT_EQ(r.tokens, ref.tokens) << "trial " << trial << " gamma " << gamma;
-          EXPECT_EQ(r.hit_eos, ref.hit_eos);
-          accepted += r.stats.n_accepted;
-          ++checked;
-        }
-      }
-    }
+    const testing::GreedyLossless r = testing::expect_greedy_equals_plain(
+        *target_, [&] { return source(); }, random_prompt(1 + trial * 4), 10 + trial * 8, {1, 3});
+    total.checked += r.checked;
+    total.accepted += r.accepted;
   }
-  EXPECT_GE(checked, 20);
-  EXPECT_GT(accepted, 0);  // drafts were accepted, and rejected ones rolled back
+  EXPECT_GE(total.checked, 20);
+  EXPECT_GT(total.accepted, 0);  // drafts were accepted, and rejected ones rolled back
 }
 
 // Sampled verification: the first two tokens after a fixed prompt, drawn with speculative
