@@ -48,6 +48,8 @@ int run_init_random_drafter(const InitRandomArgs& args) {
   if (config.context == ContextMode::Layers && config.target_layers.empty())
     config.target_layers = DSparkConfig::dflash_layers(tc.num_layers);
   at::Tensor d2t;
+  if (config.draft_vocab_size > 0 && args.draft_vocab == 0)
+    fail("{} sets draft_vocab_size: give the size with --draft-vocab N", args.drafter_config);
   if (args.draft_vocab > 0) {
     // Which ids does not change the cost of a block; a trained drafter takes the most frequent ones.
     if (args.draft_vocab >= tc.vocab_size)
@@ -71,9 +73,11 @@ int run_init_random(const InitRandomArgs& args) {
   namespace fs = std::filesystem;
   if (!args.drafter_for.empty()) {
     if (!args.config_path.empty()) fail("with --drafter-for the drafter's config is --drafter-config, not --config");
+    if (args.draft_vocab < 0) fail("--draft-vocab must be positive, not {}", args.draft_vocab);
     return run_init_random_drafter(args);
   }
-  if (args.draft_vocab != 0) fail("--draft-vocab needs --drafter-for");
+  if (args.draft_vocab != 0 || !args.drafter_config.empty() || args.layout != "native" || args.mask_token_id >= 0)
+    fail("--draft-vocab, --drafter-config, --layout and --mask-token-id need --drafter-for");
   if (args.config_path.empty()) fail("init-random needs --config CONFIG.json (or --drafter-for TARGET_DIR)");
   using json = nlohmann::json;
   const std::string text = io::read_text_file(args.config_path);

@@ -51,6 +51,13 @@ int run_perplexity(const PerplexityArgs& args) {
   int64_t scored = 0;
   const int64_t stride = std::max<int64_t>(1, ctx / 2);
   std::vector<at::Tensor> kept_logits;  // --save-logits: [n, V] per window, on the host
+  if (!args.save_logits.empty()) {
+    // Kept in RAM until the end (one file, one tensor): refuse what would not fit comfortably.
+    const double gib = double(N - 1) * double(model.config().vocab_size) * 4.0 / double(1ull << 30);
+    if (gib > 4.0)
+      fail("--save-logits would hold {:.1f} GiB of logits ({} tokens x {} float32); score a shorter file", gib, N - 1,
+           model.config().vocab_size);
+  }
   for (int64_t begin = 0; scored < N - 1; begin += stride) {
     const int64_t end = std::min(N, begin + ctx);
     // Targets are tokens (begin, end); only those not scored by an earlier window count.

@@ -47,7 +47,7 @@ DSparkDrafter::DSparkDrafter(DSparkConfig config, Transformer& target, uint64_t 
   if (Vd > 0) {
     if (!d2t.defined()) fail("a drafter with a draft vocabulary of {} tokens needs its d2t", Vd);
     check_d2t(d2t, Vd, target_.vocab_size, "drafter");
-    d2t_ = d2t.to(target.device());
+    d2t_ = d2t.to(target.device()).contiguous();  // walk_cpu reads it through a raw pointer
     // The frozen head's rows of the draft vocabulary [Vd, H], in the target's dtype: a block then
     // reads Vd rows instead of V.
     head_rows_ = target.weights().lm_head.index_select(0, d2t_).contiguous();

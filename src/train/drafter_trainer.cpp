@@ -44,6 +44,7 @@ struct Batch {
   at::Tensor valid;          // [B, A, g] bool
   at::Tensor target_probs;   // [B, A, g, Vd]: p_t on the drafter's output vocabulary
   at::Tensor target_outside; // [B, A, g] p_t's mass outside a draft vocabulary (undefined without one)
+  at::Tensor target_argmax;  // [B, A, g] with a draft vocabulary: argmax of the full p_t as a draft id (-1 outside)
   int64_t tokens = 0;        // real tokens in the batch
 };
 
@@ -183,9 +184,12 @@ Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::v
   if (drafter.d2t().defined()) {
     // The drafter predicts only its draft vocabulary: p_t on those columns, the rest as one mass.
     const at::Tensor& d2t = drafter.d2t();
+    const at::Tensor to_draft = target_to_draft(d2t.to(batch.labels.device()), target.config().vocab_size);  // [V]
+    // For --ce-label target-argmax: the argmax over the whole vocabulary, which may lie outside.
+    batch.target_argmax = to_draft.index({batch.target_probs.argmax(-1)});              // [B, A, g]
     batch.target_probs = batch.target_probs.index_select(-1, d2t);                   // [B, A, g, Vd]
     batch.target_outside = (1.0 - batch.target_probs.sum(-1)).clamp_min(0.0);        // [B, A, g]
-    batch.labels = target_to_draft(d2t.to(batch.labels.device()), target.config().vocab_size).index({batch.labels});
+    batch.labels = to_draft.index({batch.labels});
   }
   return batch;
 }
@@ -209,18 +213,35 @@ std::vector<double> mean_of(std::vector<double> sums, int64_t count) {
   return sums;
 }
 
+// The loss of one batch. With a draft vocabulary, CE on the target's argmax takes the argmax over
+// the whole vocabulary (make_batch), not over the draft columns: an argmax outside adds 0 to CE.
+DSparkLoss batch_loss(const at::Tensor& logits, const at::Tensor& conf_logits, const Batch& batch, DSparkLossWeights w) {
+  at::Tensor labels = batch.labels;
+  if (w.ce_on_target_argmax && batch.target_argmax.defined()) {
+    labels = batch.target_argmax;
+    w.ce_on_target_argmax = false;
+  }
+  return dspark_loss(logits, conf_logits, batch.target_probs, labels, batch.valid, w, batch.target_outside);
+}
+
 json loss_identity(const DSparkLossWeights& w) {
   json loss = {w.ce, w.l1, w.bce, w.decay};
   if (w.ce_on_target_argmax) loss.push_back("ce_on_target_argmax");  // absent: runs from before the option resume
   return loss;
 }
 
-json identity_of(const DrafterTrainOptions& o, const TargetIdentity& target, int64_t n_samples) {
+json identity_of(const DrafterTrainOptions& o, const TargetIdentity& target, int64_t n_samples, const at::Tensor& d2t) {
   json id = {{"config", to_json(o.config)}, {"target", to_json(target)}, {"samples", n_samples},
              {"batch_size", o.batch_size}, {"anchors", o.anchors}, {"max_len", o.max_len}, {"lr", o.lr},
              {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay}, {"grad_clip", o.grad_clip},
              {"seed", o.seed}, {"loss", loss_identity(o.loss)}, {"eval_samples", o.eval_samples}};
   if (o.cache_hidden) id["cache_hidden"] = true;  // bf16-rounded features: part of what resumes exactly
+  if (d2t.defined()) {
+    // Other data of the same size can choose other ids: a resumed run must choose the same ones.
+    const at::Tensor ids = d2t.to(torch::kCPU).contiguous();
+    id["d2t_fnv1a64"] =
+        std::to_string(fnv1a64(std::string(reinterpret_cast<const char*>(ids.data_ptr<int64_t>()), size_t(ids.numel()) * 8)));
+  }
   return id;
 }
 
@@ -241,8 +262,7 @@ DrafterEval evaluate_drafter(Transformer& target, DSparkDrafter& drafter, const 
     for (size_t j = i; j < std::min(eval.size(), i + size_t(o.batch_size)); ++j) chunk.push_back(&eval[j]);
     Batch batch = make_batch(target, drafter, chunk, o.anchors, o.max_len, rng);
     auto out = drafter.forward_train(target, batch.features, batch.anchors, batch.anchor_tokens, batch.prev_tokens);
-    DSparkLoss loss =
-        dspark_loss(out.logits, out.conf_logits, batch.target_probs, batch.labels, batch.valid, o.loss, batch.target_outside);
+    DSparkLoss loss = batch_loss(out.logits, out.conf_logits, batch, o.loss);
     at::Tensor any = batch.valid.select(-1, 0).reshape({-1});
     at::Tensor surv = torch::cumprod((1.0 - loss.tv) * batch.valid.to(torch::kFloat32), -1).reshape({-1, g}).index({any});
     tau_sum += surv.sum().item<double>() + double(surv.size(0));
@@ -312,7 +332,7 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
     all.push_back(t);
   }
   torch::optim::AdamW optimizer(all, torch::optim::AdamWOptions(o.lr).betas({0.9, 0.95}).weight_decay(o.weight_decay));
-  const json identity = identity_of(o, target_id, int64_t(samples.size()));
+  const json identity = identity_of(o, target_id, int64_t(samples.size()), d2t);
   int64_t step = 0, total_steps = o.steps, saved_warmup = -1;
   if (have_state) {
     json state = load_train_state(state_path, params, optimizer);
@@ -384,8 +404,7 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
     Batch batch = make_batch(target, drafter, chunk, o.anchors, o.max_len, rng, cached, my_rows);
     optimizer.zero_grad();
     auto fwd = drafter.forward_train(target, batch.features, batch.anchors, batch.anchor_tokens, batch.prev_tokens);
-    DSparkLoss loss =
-        dspark_loss(fwd.logits, fwd.conf_logits, batch.target_probs, batch.labels, batch.valid, o.loss, batch.target_outside);
+    DSparkLoss loss = batch_loss(fwd.logits, fwd.conf_logits, batch, o.loss);
     double loss_value = loss.total.item<double>();
     if (!std::isfinite(loss_value)) fail("loss became {} at step {}; lower --lr", loss_value, step);
     loss.total.backward();
