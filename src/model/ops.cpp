@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "kernels/activation.h"
 #include "kernels/matmul.h"
 #include "model/bf16_training_linear.h"
 
@@ -124,6 +125,13 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) 
 }
 
 at::Tensor activation(const at::Tensor& x, Activation kind) {
+  if (row_invariant_active() && x.device().is_cpu() && x.scalar_type() == torch::kFloat32 && !x.requires_grad()) {
+    const at::Tensor in = x.contiguous();
+    at::Tensor y = torch::empty_like(in);
+    if (kind == Activation::GeluTanh) kernels::gelu_tanh_f32(in.data_ptr<float>(), y.data_ptr<float>(), in.numel());
+    else kernels::silu_f32(in.data_ptr<float>(), y.data_ptr<float>(), in.numel());
+    return y;
+  }
   if (kind == Activation::GeluTanh) return torch::gelu(x, "tanh");
   return torch::silu(x);
 }
