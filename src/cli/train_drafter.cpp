@@ -5,6 +5,7 @@
 #include "cli/command.h"
 #include "cli/distributed_args.h"
 #include "cli/model_args.h"
+#include "model/device.h"
 #include "io/atomic_file.h"
 #include "train/drafter_trainer.h"
 #include "util/error.h"
@@ -34,7 +35,7 @@ int run_train_drafter(TrainDrafterArgs args) {
   if (args.dist.launching()) return launch_local_ranks(args.dist.nproc, kLaunchGraceSeconds);
   LoadedModel loaded = load_model_dir(args.target_dir, args.runtime);
   DrafterTrainOptions& o = args.train;
-  o.dist = args.dist.options(args.runtime.device.rfind("cuda", 0) == 0);
+  o.dist = args.dist.options(parse_device(args.runtime.device).is_cuda());
   o.eos_ids = loaded.eos_ids;
   if (!args.config_path.empty())
     o.config = dspark_config_from_json(nlohmann::json::parse(io::read_text_file(args.config_path), nullptr, false),

@@ -3,6 +3,7 @@
 
 #include "cli/command.h"
 #include "cli/distributed_args.h"
+#include "model/device.h"
 #include "train/lm_trainer.h"
 
 namespace dspark::cli {
@@ -18,7 +19,7 @@ int run_train_lm(TrainLmArgs args) {
   if (args.dist.launching()) return launch_local_ranks(args.dist.nproc, kLaunchGraceSeconds);
   args.train.device = args.runtime.device;
   args.runtime.apply();
-  args.train.dist = args.dist.options(args.train.device != "cpu");
+  args.train.dist = args.dist.options(parse_device(args.train.device).is_cuda());
   const LmTrainResult r = train_lm(args.train);
   if (args.dist.rank != 0) return 0;
   std::cout << fmt::format("step {}/{}  train loss {:.4f}", r.step, r.total_steps, r.train_loss);
