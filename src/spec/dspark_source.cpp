@@ -12,6 +12,15 @@ at::Tensor DSparkSource::hidden(const ChunkOutput& out, int64_t rows) const {
   return h.narrow(0, 0, rows);
 }
 
+at::Tensor DSparkSource::kept_rows(const ChunkOutput& out, int64_t rows) const {
+  // A view that is its whole storage (one sequence's forward) is kept as is; a slice of a
+  // batched forward is copied, so the batch's tensor is not held alive by one row.
+  at::Tensor h = hidden(out, rows);
+  const bool owns_storage = h.is_contiguous() && h.storage_offset() == 0 &&
+                            h.storage().nbytes() == size_t(h.numel()) * h.element_size();
+  return owns_storage ? h : h.clone();
+}
+
 void DSparkSource::flush_pending() {
   if (pending_.empty()) return;
   at::Tensor rows = pending_.size() == 1 ? pending_[0] : torch::cat(pending_, 0);
@@ -20,9 +29,11 @@ void DSparkSource::flush_pending() {
 }
 
 void DSparkSource::begin(const std::vector<int64_t>& prompt, const ChunkOutput& prefill) {
+  // The prompt joins the context at the first propose(), like every later position: a request
+  // that never drafts (auto mode choosing plain decoding) costs the drafter nothing.
   context_ = drafter_->new_context();
   pending_.clear();
-  drafter_->extend_context(context_, drafter_->features_from(hidden(prefill, int64_t(prompt.size()))));
+  pending_.push_back(kept_rows(prefill, int64_t(prompt.size())));
 }
 
 DraftProposal DSparkSource::propose(int64_t anchor, int64_t n, const SamplingParams& params, Rng& rng) {
@@ -32,8 +43,7 @@ DraftProposal DSparkSource::propose(int64_t anchor, int64_t n, const SamplingPar
 }
 
 void DSparkSource::commit(const std::vector<int64_t>& kept, const ChunkOutput& verify) {
-  // Only the kept rows, copied: the verify output may be a slice of a large batched forward.
-  pending_.push_back(hidden(verify, int64_t(kept.size())).clone());
+  pending_.push_back(kept_rows(verify, int64_t(kept.size())));
 }
 
 }  // namespace dspark

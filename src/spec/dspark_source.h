@@ -1,7 +1,8 @@
 // A DSpark (or DFlash) drafter behind the Drafter interface: keeps the drafter's context keys and
 // values in step with the target's accepted prefix. The context grows lazily: commit() keeps the
 // accepted positions' target hidden states and the next propose() adds them all in one call, so
-// steps that do not draft (auto mode deciding that plain decoding is faster) cost no drafter time.
+// steps that do not draft (auto mode deciding that plain decoding is faster) cost no drafter time;
+// the prompt's positions too join the context at the first propose().
 #pragma once
 #include <memory>
 
@@ -23,6 +24,7 @@ class DSparkSource : public Drafter {
 
  private:
   at::Tensor hidden(const ChunkOutput& out, int64_t rows) const;  // the first `rows` positions' taps
+  at::Tensor kept_rows(const ChunkOutput& out, int64_t rows) const;  // the same, not sharing a batch's storage
   void flush_pending();
   std::vector<at::Tensor> pending_;  // taps of accepted positions not yet in the context
   std::shared_ptr<DSparkDrafter> drafter_;
