@@ -88,6 +88,10 @@ StepReport decode_step(Transformer& target, const std::vector<SpecSequence*>& se
     else
       owners[i]->finish_prefill_chunk(outputs[i], report.forward_seconds);
   }
+  // The forward's measured time against the table, when it held the auto-mode sequences alone.
+  if (options.governor && !automatic.empty() && automatic.size() == decoding.size() && report.prefill_tokens == 0)
+    options.governor->observe_forward(draft_auto, report.verify_tokens, report.decode_sequences,
+                                      report.forward_seconds, *automatic[0]->options().sps);
   if (options.governor && draft_auto && !automatic.empty()) {
     double tokens = 0, verified = 0;
     const std::vector<SpecSequence*> drafted = prober ? std::vector<SpecSequence*>{prober} : automatic;

@@ -7,13 +7,14 @@
 namespace dspark {
 
 double SpeculationGovernor::predicted_plain(int64_t requests, const SpsProfile& sps) const {
-  return double(requests) * sps.sps(requests, requests);
+  return double(requests) * sps.sps(requests, requests) / kappa_plain_.value;
 }
 
 double SpeculationGovernor::predicted_spec(int64_t requests, const SpsProfile& sps) const {
   if (!seen_) return 0.0;
   const auto tokens = int64_t(double(requests) * (1.0 + verified_) + 0.5);
-  const double seconds = double(requests) * draft_seconds_ + 1.0 / sps.sps(std::max(tokens, requests), requests);
+  const double seconds =
+      double(requests) * draft_seconds_ + kappa_spec_.value / sps.sps(std::max(tokens, requests), requests);
   return double(requests) * tokens_ / seconds;
 }
 
@@ -50,6 +51,15 @@ void SpeculationGovernor::observe(double draft_seconds, double tokens, double ve
   verified_ += kAlpha * (verified - verified_);
   // A probe that still says "plain": wait longer before the next one.
   if (probing_) backoff_ = std::min(backoff_ * 2, kMaxBackoff);
+}
+
+void SpeculationGovernor::observe_forward(bool drafted, int64_t tokens, int64_t requests, double seconds,
+                                          const SpsProfile& sps) {
+  if (tokens < 1 || requests < 1 || !(seconds > 0)) return;
+  Kappa& k = drafted ? kappa_spec_ : kappa_plain_;
+  if (k.seen++ == 0) return;
+  const double ratio = std::clamp(seconds * sps.sps(tokens, requests), 0.5, 2.0);
+  k.value = k.seen == 2 ? ratio : k.value + kAlpha * (ratio - k.value);
 }
 
 }  // namespace dspark

@@ -15,6 +15,12 @@
 // confirms plain decoding doubles that interval (up to 16x), one that favours drafting resets it.
 // The first drafted step only warms up (allocations, caches) and is not counted. The decision
 // uses only past steps, never the current drafts, so verification stays lossless.
+//
+// The SPS table is measured once (dspark profile: one context length, an otherwise idle machine).
+// Each mode's forwards are also timed as they run: the running mean of measured / predicted
+// seconds (kappa, one per mode, clamped to [1/2, 2] so that it corrects the table rather than
+// replaces it) scales that mode's predicted forward time, so a table taken under other load,
+// threads or context lengths does not bias the choice between plain decoding and drafting.
 #pragma once
 #include <cstdint>
 
@@ -33,6 +39,10 @@ class SpeculationGovernor {
   // After a drafted step: drafter seconds per sequence, tokens emitted per sequence (accepted + 1)
   // and drafts verified per sequence, averaged over the step's sequences.
   void observe(double draft_seconds, double tokens, double verified);
+  // After a forward of the auto-mode sequences alone (no prompt chunks): `tokens` rows for
+  // `requests` sequences took `seconds`; `drafted` says which mode the step ran.
+  void observe_forward(bool drafted, int64_t tokens, int64_t requests, double seconds, const SpsProfile& sps);
+  double kappa(bool drafted) const { return drafted ? kappa_spec_.value : kappa_plain_.value; }
 
   // Predicted tokens/s of the two choices (0 before any observation).
   double predicted_spec(int64_t requests, const SpsProfile& sps) const;
@@ -48,6 +58,11 @@ class SpeculationGovernor {
   bool probing_ = false;       // the step being observed was a probe
   bool seen_ = false;
   double draft_seconds_ = 0, tokens_ = 0, verified_ = 0;
+  struct Kappa {
+    double value = 1.0;
+    int64_t seen = 0;  // the first forward of a mode is a warm-up and does not count
+  };
+  Kappa kappa_plain_, kappa_spec_;
   int64_t since_probe_ = 0, skipped_total_ = 0;
 };
 

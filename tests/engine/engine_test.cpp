@@ -246,6 +246,31 @@ TEST(SpeculationGovernor, DraftsOnlyWhenItPaysAndProbes) {
   EXPECT_EQ(decisions, (std::vector<bool>{false, false, false, false, false, false, false, true}));
 }
 
+// Measured forwards correct the SPS table per mode: plain steps running at half the table's speed
+// halve plain decoding's predicted tokens/s, which turns the choice towards drafting; the
+// correction is bounded (a table wrong by more than 2x is not silently replaced).
+TEST(SpeculationGovernor, MeasuredForwardsCorrectTheTable) {
+  SpsProfile p;
+  p.steps_per_second = {1000, 900, 800, 700, 600, 500, 450, 400};
+  SpeculationGovernor g(4);
+  g.observe(0.0005, 1.0, 7.0);  // warm-up
+  g.observe(0.0005, 2.0, 7.0);  // 2 tokens in 0.5 + 2.5 ms: below 1 token per ms
+  EXPECT_LT(g.predicted_spec(1, p), g.predicted_plain(1, p));
+  g.observe_forward(false, 1, 1, 0.002, p);  // warm-up of the plain mode: not counted
+  EXPECT_DOUBLE_EQ(g.kappa(false), 1.0);
+  for (int i = 0; i < 4; ++i) g.observe_forward(false, 1, 1, 0.002, p);  // 2 ms per plain token
+  EXPECT_DOUBLE_EQ(g.kappa(false), 2.0);
+  EXPECT_NEAR(g.predicted_plain(1, p), 500.0, 1e-9);
+  EXPECT_GT(g.predicted_spec(1, p), g.predicted_plain(1, p));
+  // Verify forwards twice as fast as the table: spec's forward share halves.
+  g.observe_forward(true, 8, 1, 0.00125, p);
+  g.observe_forward(true, 8, 1, 0.00125, p);
+  EXPECT_DOUBLE_EQ(g.kappa(true), 0.5);
+  // Far off: clamped.
+  for (int i = 0; i < 40; ++i) g.observe_forward(false, 1, 1, 1.0, p);
+  EXPECT_NEAR(g.kappa(false), 2.0, 1e-9);
+}
+
 // Auto verification with a drafter that never pays: the engine decodes plainly (probing now and
 // then) and the output is still the single-request output.
 TEST_F(EngineFixture, AutoFallsBackToPlainDecodingWhenDraftingDoesNotPay) {
