@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Rebuilds the small draft LM shipped for classic two-model speculation (models/default-draft-model):
+# Rebuilds the small draft LM shipped for classic two-model speculation (models/default-small-draft-model):
 # configs/default-draft-model.config.json trained with train-lm on the default model's corpus split
 # and tokenizer (both made by scripts/build-default-model.sh). Resumable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WORK=${1:-build/default-model}
-OUT=${2:-models/default-draft-model}
+OUT=${2:-models/default-small-draft-model}
 STEPS=${STEPS:-400}
 THREADS=${THREADS:-0}
 DSPARK=${DSPARK:-build/dspark}

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Rebuilds the drafters shipped for the default model (models/default-dspark, models/default-dflash):
+# Rebuilds the drafters shipped for a default target (TARGET, default models/default; the drafters
+# go beside it as $TARGET-dspark and $TARGET-dflash):
 #   1. prompts: signature + docstring of functions in the default model's training split
 #      (scripts/make-prompts.py); the held-out bench prompts come from its validation modules;
 #   2. regen: the default model regenerates responses (temperature 0.7, top-p 0.8, top-k 20);
@@ -11,12 +12,13 @@
 #      DFlash is CE only;
 #   4. calibrate: STS temperatures of the DSpark confidence head on 48 held-out prompts that are
 #      disjoint from the benchmark prompts.
-# Needs the corpus split of scripts/build-default-model.sh. Resumable: run it again after an
-# interruption. Usage: scripts/build-default-drafters.sh [WORK_DIR (default build/default-model)]
+# Needs the target's corpus split (scripts/build-mid-model.sh for models/default,
+# scripts/build-default-model.sh for models/default-small). Resumable: run it again after an
+# interruption. Usage: [TARGET=DIR] scripts/build-default-drafters.sh [WORK_DIR (default build/mid-model)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-WORK=${1:-build/default-model}
+WORK=${1:-build/mid-model}
 TARGET=${TARGET:-models/default}
 MINUTES=${MINUTES:-50}
 PROMPTS=${PROMPTS:-3000}
@@ -49,12 +51,12 @@ wait
 tail -n 1 "$WORK/drafters/dspark.log" "$WORK/drafters/dflash.log"
 
 for name in dspark dflash; do
-  out="models/default-$name"
+  out="$TARGET-$name"
   mkdir -p "$out"
   for f in dspark.json drafter.safetensors; do
     cp "$WORK/drafters/$name/$f" "$out/$f.tmp" && mv "$out/$f.tmp" "$out/$f"
   done
 done
-"$DSPARK" calibrate -m "$TARGET" -d models/default-dspark --prompts "$WORK/drafters/calibration-prompts.jsonl" \
-  --out models/default-dspark/calibration.json
-echo "drafters written to models/default-dspark and models/default-dflash"
+"$DSPARK" calibrate -m "$TARGET" -d "$TARGET-dspark" --prompts "$WORK/drafters/calibration-prompts.jsonl" \
+  --out "$TARGET-dspark/calibration.json"
+echo "drafters written to $TARGET-dspark and $TARGET-dflash"

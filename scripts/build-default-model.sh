@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Rebuilds the embedded default model (models/default) from scratch on this machine:
+# Rebuilds the embedded default model (models/default-small) from scratch on this machine:
 #   1. corpus: the .py files of Debian's python3.11 standard library (/usr/lib/python3.11),
 #      without encodings/ and pydoc_data/ (generated data tables, not code);
 #   2. split: the whole modules listed in VALID_MODULES are held out for validation;
 #   3. tokenizer: byte-level BPE, 8192 tokens, trained on the training split only;
 #   4. model: configs/default-model.config.json trained with train-lm (f32, exported as bf16).
 # Resumable: run it again after an interruption and training continues from its checkpoint.
-# Usage: scripts/build-default-model.sh [WORK_DIR (default build/default-model)] [OUT (default models/default)]
+# Usage: scripts/build-default-model.sh [WORK_DIR (default build/default-model)] [OUT (default models/default-small)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 WORK=${1:-build/default-model}
-OUT=${2:-models/default}
+OUT=${2:-models/default-small}
 PYLIB=${PYLIB:-/usr/lib/python3.11}
 STEPS=${STEPS:-450}
 STEPS2=${STEPS2:-300}

@@ -11,12 +11,12 @@
 #   3. model: train-lm with bf16 matrix products on AMX when the CPU has it (--matmul bf16), one
 #      cosine schedule of STEPS steps of 16 x 256 tokens, stopped at STOP (resumable: run the
 #      script again, with a higher STOP, to continue; the schedule stays the same).
-# Usage: scripts/build-mid-model.sh [WORK_DIR (default build/mid-model)] [OUT (default models/mid)]
+# Usage: scripts/build-mid-model.sh [WORK_DIR (default build/mid-model)] [OUT (default models/default)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 WORK=${1:-build/mid-model}
-OUT=${2:-models/mid}
+OUT=${2:-models/default}
 PYLIB=${PYLIB:-/usr/lib/python3.11}
 DIST=${DIST:-/usr/lib/python3/dist-packages}
 STEPS=${STEPS:-2000}

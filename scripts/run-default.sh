@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# The main job on the embedded default model (a small Python code model, models/default):
-# complete a Python prompt with DSpark speculative decoding (models/default-dspark), printing the
+# The main job on the embedded default model (a Python code model): complete a Python prompt with
+# DSpark speculative decoding (its drafter, MODEL-dspark), printing the
 # completion and the measured acceptance (tau). Output is exactly what the model alone produces.
 # Then it decodes the same prompt once more without the drafter and prints the speedup.
 # Usage: scripts/run-default.sh [PROMPT] [N_TOKENS] [extra generate options...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x build/dspark ] || scripts/build.sh
+# models/default (35.7M) once its drafter is built (scripts/build-default-drafters.sh), else the
+# 8.4M models/default-small with its drafter.
 model=models/default
+[ -f "$model-dspark/dspark.json" ] || model=models/default-small
 if [ ! -f "$model/config.json" ]; then
-  echo "error: $model is missing (rebuild it with scripts/build-default-model.sh)" >&2
+  echo "error: $model is missing (rebuild it with scripts/build-mid-model.sh or scripts/build-default-model.sh)" >&2
   exit 1
 fi
 drafter=()
-[ -f models/default-dspark/dspark.json ] && drafter=(-d models/default-dspark)
+[ -f "$model-dspark/dspark.json" ] && drafter=(-d "$model-dspark")
 prompt=${1:-$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'}
 stats=$(mktemp)
 trap 'rm -f "$stats"' EXIT

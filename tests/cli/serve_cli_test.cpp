@@ -83,7 +83,7 @@ struct ServeProcess {
   std::string err;
 };
 
-const std::string kModel = std::string(DSPARK_SOURCE_DIR) + "/models/default";
+const std::string kModel = std::string(DSPARK_SOURCE_DIR) + "/models/default-small";
 
 TEST(ServeCli, AnswersAndStopsCleanlyOnSigterm) {
   ServeProcess server({"-m", kModel, "--draft", "ngram", "--port", "0", "-t", "1"});

@@ -377,8 +377,8 @@ TEST_F(ReducedVocabDrafter, MalformedD2tIsAOneLineErrorNamingFileAndTensor) {
 // A drafter without a draft vocabulary is stored exactly as before the option existed: the shipped
 // drafter, loaded and saved again, gives the same bytes; no d2t tensor, no draft_vocab_size key.
 TEST(DraftVocab, FullVocabularyDrafterIsStoredAsBefore) {
-  const std::string shipped = std::string(DSPARK_SOURCE_DIR) + "/models/default-dspark";
-  auto target = Transformer::load(std::string(DSPARK_SOURCE_DIR) + "/models/default");
+  const std::string shipped = std::string(DSPARK_SOURCE_DIR) + "/models/default-small-dspark";
+  auto target = Transformer::load(std::string(DSPARK_SOURCE_DIR) + "/models/default-small");
   auto drafter = DSparkDrafter::load(shipped, *target);
   EXPECT_FALSE(drafter->d2t().defined());
   const std::string dir = testing::temp_dir("draft_vocab_old_format");

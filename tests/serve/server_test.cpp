@@ -26,8 +26,8 @@ namespace dspark::serve {
 namespace {
 using json = nlohmann::json;
 
-const std::string kModel = std::string(DSPARK_SOURCE_DIR) + "/models/default";
-const std::string kDrafter = std::string(DSPARK_SOURCE_DIR) + "/models/default-dspark";
+const std::string kModel = std::string(DSPARK_SOURCE_DIR) + "/models/default-small";
+const std::string kDrafter = std::string(DSPARK_SOURCE_DIR) + "/models/default-small-dspark";
 
 struct Reply {
   int status = 0;
