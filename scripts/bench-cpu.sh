@@ -16,10 +16,10 @@ if [ ! -f "$qwen/model.safetensors" ]; then
 fi
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u +%Y-%m-%d)"
 build/dspark_bench --benchmark_filter='ReadBandwidth|Attention|Matmul/.*/m:(1|2|4|8|16)/k:(256|1024)/n:(768|3072|151936)'
-echo "== default model, default compute (float32 activations, bf16 matrices)"
-build/dspark profile -m models/default -d models/default-dspark --max-tokens 16 --repeats 9 --no-save
-echo "== default model, --dtype f32"
-build/dspark profile -m models/default --max-tokens 16 --repeats 9 --no-save --dtype f32 --no-bandwidth
+echo "== default-small model (8.4M), default compute (float32 activations, bf16 matrices)"
+build/dspark profile -m models/default-small -d models/default-small-dspark --max-tokens 16 --repeats 9 --no-save
+echo "== default-small model (8.4M), --dtype f32"
+build/dspark profile -m models/default-small --max-tokens 16 --repeats 9 --no-save --dtype f32 --no-bandwidth
 echo "== Qwen3-0.6B (random), default compute"
 build/dspark profile -m "$qwen" --max-tokens 16 --repeats 3 --no-save
 echo "== Qwen3-0.6B (random), --dtype f32"
