@@ -8,6 +8,8 @@
 
 #include "kernels/activation.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_packed.h"
+#include "model/packed_weights.h"
 #include "model/bf16_training_linear.h"
 
 namespace dspark {
@@ -102,7 +104,9 @@ at::Tensor dense(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) 
     const int64_t rows = x.numel() / k, n = w.size(0);
     at::Tensor xf = x.reshape({rows, k}).to(torch::kFloat32).contiguous();  // [rows, k]
     at::Tensor y = torch::empty({rows, n}, x.options().dtype(torch::kFloat32));  // [rows, n]
-    if (dtype == torch::kBFloat16)
+    if (const kernels::PackedBf16* packed = dtype == torch::kBFloat16 ? find_packed(w) : nullptr)
+      kernels::matmul_bf16_packed(xf.data_ptr<float>(), k, rows, *packed, y.data_ptr<float>(), n);
+    else if (dtype == torch::kBFloat16)
       kernels::matmul_bf16(xf.data_ptr<float>(), rows, k, reinterpret_cast<const uint16_t*>(w.data_ptr()), n,
                            y.data_ptr<float>());
     else

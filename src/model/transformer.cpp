@@ -70,6 +70,15 @@ Transformer::Transformer(ModelConfig config, ModelWeights weights, c10::Device d
   if (ple != weights_.embed_per_layer.defined())
     fail("model weights {} per-layer embeddings but the config has hidden_size_per_layer_input = {}",
          ple ? "lack" : "have", config_.per_layer_size);
+  // Every matrix dense() multiplies: all 2-D weights but the embedding tables (only rows of them
+  // are read, unless the embedding is also the LM head).
+  std::vector<at::Tensor> matrices;
+  for (auto& [name, t] : weights_.named()) {
+    if (!t->defined() || t->dim() != 2 || t->is_same(weights_.embed_per_layer)) continue;
+    if (t->is_same(weights_.embed) && !(weights_.lm_head.defined() && weights_.lm_head.is_same(weights_.embed))) continue;
+    matrices.push_back(*t);
+  }
+  packed_ = PackedWeights(matrices);
 }
 
 std::unique_ptr<Transformer> Transformer::load(const std::string& dir, const LoadOptions& options) {

@@ -13,6 +13,7 @@
 
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/packed_weights.h"
 #include "model/weights.h"
 
 namespace dspark {
@@ -92,6 +93,7 @@ class Transformer {
   c10::ScalarType dtype_;
   at::Tensor inv_freq_global_, inv_freq_local_;  // [D/2] float32 (each kind's own D)
   std::vector<bool> kv_read_by_later_layers_;    // [L] Gemma4 KV sharing: a later layer attends to its k/v
+  PackedWeights packed_;                          // the bf16 matrices, packed for decoding (CPU)
 };
 
 }  // namespace dspark

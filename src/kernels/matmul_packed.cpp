@@ -1,0 +1,151 @@
+// Packed-panel bf16 decode products (see matmul_packed.h).
+//
+// Work: a thread takes a contiguous run of panels (one linear stream of weights). It walks them in
+// groups of 4 panels (64 output columns); for each group every pass of up to 8 x rows reads the
+// group's weights (4 * kp * 32 bytes, 64 KiB for k = 512) from memory once and from cache after.
+// Accumulators: rows x panels zmm registers, 16 at most (4 rows x 4 panels or 8 rows x 2 panels).
+#include "kernels/matmul_packed.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kernels/matmul.h"
+#include "kernels/parallel.h"
+
+namespace dspark::kernels {
+namespace {
+
+constexpr int64_t kPanel = 16;        // output rows per panel (float lanes of a zmm)
+constexpr int64_t kGroupPanels = 4;   // panels per work unit
+constexpr int64_t kMaxPassRows = 8;   // x rows per pass
+
+#define DSPARK_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// Rows [0, MR) of x (bf16 pairs, `ldq` pairs per row) against NP consecutive panels; writes the
+// first `cols` (<= NP * 16) output columns of each row.
+template <int MR, int NP>
+DSPARK_AVX512BF16 void packed_block(const uint32_t* xq, int64_t ldq, int64_t pairs, const uint16_t* panel,
+                                    int64_t panel_stride, float* y, int64_t ldy, int64_t cols) {
+  __m512 acc[MR][NP];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t q = 0; q < pairs; ++q) {
+    __m512bh wv[NP];
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j)
+      wv[j] = (__m512bh)_mm512_loadu_si512(panel + j * panel_stride + q * 2 * kPanel);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(int(xq[i * ldq + q]));
+#pragma GCC unroll 4
+      for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) {
+      const int64_t c0 = j * kPanel;
+      if (c0 >= cols) break;
+      const __mmask16 mask = cols - c0 >= kPanel ? __mmask16(0xFFFF) : __mmask16((1u << (cols - c0)) - 1);
+      _mm512_mask_storeu_ps(y + i * ldy + c0, mask, acc[i][j]);
+    }
+}
+
+using BlockFn = void (*)(const uint32_t*, int64_t, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t);
+
+// [rows - 1]: a full group (4 panels as one block for <= 4 rows, two blocks of 2 for more), and
+// single panels for a group's leftover.
+struct Blocks {
+  BlockFn group[kMaxPassRows];
+  int group_panels[kMaxPassRows];
+  BlockFn single[kMaxPassRows];
+};
+
+const Blocks& blocks() {
+  static const Blocks b = {
+      {&packed_block<1, 4>, &packed_block<2, 4>, &packed_block<3, 4>, &packed_block<4, 4>, &packed_block<5, 2>,
+       &packed_block<6, 2>, &packed_block<7, 2>, &packed_block<8, 2>},
+      {4, 4, 4, 4, 2, 2, 2, 2},
+      {&packed_block<1, 1>, &packed_block<2, 1>, &packed_block<3, 1>, &packed_block<4, 1>, &packed_block<5, 1>,
+       &packed_block<6, 1>, &packed_block<7, 1>, &packed_block<8, 1>},
+  };
+  return b;
+}
+
+// x [m, k] (row stride ldx) -> bf16 (round to nearest even), rows of kp elements, zero padded.
+DSPARK_AVX512BF16 void convert_rows(const float* x, int64_t ldx, int64_t m, int64_t k, uint16_t* xb, int64_t kp) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < kp; p += 16) {
+      const int64_t left = std::min<int64_t>(16, kp - p), valid = std::clamp<int64_t>(k - p, 0, 16);
+      const __m512 v = _mm512_maskz_loadu_ps(__mmask16((1u << valid) - 1), x + i * ldx + p);
+      const __m256i b = (__m256i)_mm512_cvtneps_pbh(v);
+      _mm256_mask_storeu_epi16(xb + i * kp + p, __mmask16((1u << left) - 1), b);
+    }
+  }
+}
+
+}  // namespace
+
+bool packed_bf16_supported() { return isa_supported(Isa::Avx512Bf16); }
+
+PackedBf16 pack_bf16(const uint16_t* w, int64_t ldw, int64_t n, int64_t k) {
+  if (n < 0 || k < 0 || ldw < k) throw std::invalid_argument("pack_bf16: bad sizes or strides");
+  PackedBf16 packed;
+  packed.n = n;
+  packed.k = k;
+  const int64_t kp = packed.kp(), panels = (n + kPanel - 1) / kPanel;
+  packed.data.assign(size_t(panels * kp * kPanel), 0);
+  for (int64_t j = 0; j < n; ++j) {
+    uint16_t* panel = packed.data.data() + (j / kPanel) * kp * kPanel;
+    const int64_t lane = j % kPanel;
+    for (int64_t p = 0; p < k; ++p) panel[(p / 2) * 2 * kPanel + lane * 2 + (p % 2)] = w[j * ldw + p];
+  }
+  return packed;
+}
+
+void matmul_bf16_packed(const float* x, int64_t ldx, int64_t m, const PackedBf16& w, float* y, int64_t ldy) {
+  if (!packed_bf16_supported()) throw std::invalid_argument("matmul_bf16_packed: CPU lacks AVX512-BF16");
+  if (m < 0 || ldx < w.k || ldy < w.n) throw std::invalid_argument("matmul_bf16_packed: bad sizes or strides");
+  if (m == 0 || w.n == 0) return;
+  const int64_t kp = w.kp(), pairs = kp / 2, panel_stride = kp * kPanel;
+  const int64_t panels = (w.n + kPanel - 1) / kPanel, groups = (panels + kGroupPanels - 1) / kGroupPanels;
+  // Reused per calling thread: [m, kp] bf16.
+  thread_local std::vector<uint16_t> buffer;
+  if (buffer.size() < size_t(m * kp)) buffer.resize(size_t(m * kp));
+  convert_rows(x, ldx, m, w.k, buffer.data(), kp);
+  const auto* xq = reinterpret_cast<const uint32_t*>(buffer.data());
+  const Blocks& table = blocks();
+  // As kernels/matmul.cpp: >= 128 KiB of weight traffic per thread before splitting pays off.
+  const int64_t passes = (m + kMaxPassRows - 1) / kMaxPassRows;
+  const int64_t group_bytes = kGroupPanels * panel_stride * 2 * passes;
+  const int64_t grain = std::max<int64_t>(1, (int64_t(128) << 10) / std::max<int64_t>(1, group_bytes));
+  parallel_ranges(groups, grain, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t p0 = g * kGroupPanels, np = std::min(kGroupPanels, panels - p0);
+      for (int64_t i0 = 0; i0 < m; i0 += kMaxPassRows) {
+        const int64_t rows = std::min(kMaxPassRows, m - i0);
+        const uint32_t* xi = xq + i0 * pairs;
+        float* yi = y + i0 * ldy;
+        int64_t p = p0;
+        if (np == kGroupPanels) {
+          const int64_t step = table.group_panels[rows - 1];
+          for (; p < p0 + np; p += step) {
+            const int64_t cols = std::min(step * kPanel, w.n - p * kPanel);
+            table.group[rows - 1](xi, pairs, pairs, w.data.data() + p * panel_stride, panel_stride, yi + p * kPanel, ldy, cols);
+          }
+        }
+        for (; p < p0 + np; ++p) {
+          const int64_t cols = std::min(kPanel, w.n - p * kPanel);
+          table.single[rows - 1](xi, pairs, pairs, w.data.data() + p * panel_stride, panel_stride, yi + p * kPanel, ldy, cols);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace dspark::kernels

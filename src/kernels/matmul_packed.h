@@ -1,0 +1,44 @@
+// Decode matrix products against bf16 weights packed once at load time (AVX-512 BF16).
+//
+//   y[m, n] = x[m, k] * w[n, k]^T
+//
+// Why a second layout: with the Hugging Face row-major [n, k] layout the row-major kernel
+// (kernels/matmul.h) reads 4 weight rows side by side and ends every (x row, weight row) pair
+// with a horizontal sum. For the small k of small models (512) that costs a sum per 16 products,
+// and the 4 interleaved streams restart at every 4 KiB block, so streaming tops out well below
+// the memory bandwidth (bench/matmul_bench.cpp, MatmulStream). Packed, 16 weight rows form a
+// panel stored pair-interleaved: one 64-byte load holds k-pair q of all 16 rows, vdpbf16ps adds it
+// times a broadcast pair of x into 16 output lanes, and a thread reads its panels as one linear
+// stream with no horizontal sums.
+//
+// Layout: panel p = rows [16p, 16p + 16), [n_panels, kp / 2, 16, 2] bf16 with kp = k rounded up to
+// even; padding rows and the padding column are zero.
+//
+// Numerics: every output is sum over q in increasing order of one vdpbf16ps pair product,
+// accumulated in float32, with x rounded to bf16 (as kernels/matmul.h's Avx512Bf16 path, whose
+// bounds hold). The order does not depend on m or on the thread count, so each row's result is
+// the same whatever else is in the batch (what model/ops.h RowInvariantScope requires).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dspark::kernels {
+
+struct PackedBf16 {
+  int64_t n = 0, k = 0;
+  std::vector<uint16_t> data;  // [ceil(n / 16), kp / 2, 16, 2]
+  int64_t kp() const { return (k + 1) / 2 * 2; }
+};
+
+// Whether this CPU runs the packed kernel (AVX-512 BF16).
+bool packed_bf16_supported();
+
+// Packs w [n, k] (bf16 bits, row stride ldw >= k).
+PackedBf16 pack_bf16(const uint16_t* w, int64_t ldw, int64_t n, int64_t k);
+
+// y[i * ldy + j] = sum_p x[i * ldx + p] * w[j, p] for i < m, j < w.n. Requires ldx >= w.k, ldy >= w.n
+// and packed_bf16_supported() (throws std::invalid_argument otherwise).
+void matmul_bf16_packed(const float* x, int64_t ldx, int64_t m, const PackedBf16& w, float* y, int64_t ldy);
+
+}  // namespace dspark::kernels
