@@ -57,5 +57,35 @@ TEST(AttentionKernel, MatchesLibTorchOverShapes) {
   }
 }
 
+// Verification scores k drafts in one forward; each row must equal what a one-token step at its
+// position computes, bit for bit (the vector and the scalar paths both).
+TEST(AttentionKernel, ARowMatchesItsOneTokenStep) {
+  torch::manual_seed(2);
+  for (int64_t D : {64, 33}) {
+    AttentionShape a;
+    a.tokens = 8;
+    a.heads = 4;
+    a.kv_heads = 2;
+    a.head_dim = D;
+    a.position0 = 45;
+    a.keys = a.position0 + a.tokens;
+    a.scale = 1.0f / std::sqrt(float(D));
+    const int64_t capacity = a.keys + 3;
+    at::Tensor q = torch::randn({a.tokens, a.heads, D});
+    at::Tensor k = torch::randn({a.kv_heads, capacity, D}), v = torch::randn({a.kv_heads, capacity, D});
+    at::Tensor all = torch::empty({a.tokens, a.heads, D});
+    attention_f32(a, q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), capacity * D, all.data_ptr<float>());
+    for (int64_t t = 0; t < a.tokens; ++t) {
+      AttentionShape one = a;
+      one.tokens = 1;
+      one.position0 = a.position0 + t;
+      one.keys = one.position0 + 1;
+      at::Tensor qt = q[t].contiguous(), ot = torch::empty({1, a.heads, D});
+      attention_f32(one, qt.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), capacity * D, ot.data_ptr<float>());
+      EXPECT_TRUE(torch::equal(ot[0], all[t])) << "D " << D << " row " << t;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dspark::kernels
