@@ -2,7 +2,9 @@
 
 #include "kernels/argmax.h"
 #include "kernels/attention.h"
+#include "kernels/activation.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_packed.h"
 
 #include <torch/torch.h>
 
@@ -15,6 +17,7 @@
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "model/ops.h"
+#include "model/packed_weights.h"
 #include "model/rope.h"
 #include "util/error.h"
 
@@ -256,7 +259,16 @@ at::Tensor DSparkDrafter::mask_input(const Transformer& target) const {
 }
 
 at::Tensor DSparkDrafter::base_logits(const Transformer& target, const at::Tensor& hidden) const {
-  at::Tensor h = config_.target_width ? hidden : dense(hidden, param("out.proj"));  // [.., H]
+  at::Tensor h;  // [.., H]
+  if (config_.target_width) {
+    h = hidden;
+  } else if (packed_.count("out.proj") && hidden.device().is_cpu() && hidden.dim() == 2 && !hidden.requires_grad()) {
+    const at::Tensor x = hidden.to(torch::kFloat32).contiguous();
+    h = torch::empty({x.size(0), param("out.proj").size(0)});
+    matmul_rows("out.proj", x.data_ptr<float>(), x.size(0), h.data_ptr<float>());
+  } else {
+    h = dense(hidden, param("out.proj"));
+  }
   return target.logits_from_final_hidden(h.to(target.dtype()), head_rows_).to(torch::kFloat32);  // [.., Vd]
 }
 
@@ -498,8 +510,8 @@ void rope_rows(const float* inv_freq, int64_t position0, int64_t n, int64_t hd, 
 at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Context& ctx, int64_t anchor_token) const {
   const auto& c = config_;
   const int64_t g = c.block_size, d = c.width, nh = c.num_heads, hd = c.head_dim, qd = nh * hd, F = c.ffn_size;
-  const int64_t nkv = c.kv_heads(), group = nh / nkv, kvd = nkv * hd;
-  const int64_t N = ctx.length, H = target_.hidden_size;
+  const int64_t nkv = c.kv_heads(), kvd = nkv * hd;
+  const int64_t N = ctx.length;
   const float eps = float(c.rms_norm_eps);
   auto ptr = [&](const std::string& name) { return param(name).data_ptr<float>(); };
   auto buffer = [](int64_t n) { return std::vector<float>(static_cast<size_t>(n)); };
@@ -513,7 +525,7 @@ at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Cont
   if (c.target_width)
     std::copy(anchor_emb.data_ptr<float>(), anchor_emb.data_ptr<float>() + d, x);
   else
-    kernels::matmul_f32(anchor_emb.data_ptr<float>(), 1, H, ptr("embed.proj"), d, x);
+    matmul_rows("embed.proj", anchor_emb.data_ptr<float>(), 1, x);
   for (int64_t k = 1; k < g; ++k) std::copy(mask.data_ptr<float>(), mask.data_ptr<float>() + d, x + k * d);
 
   // RoPE tables for positions N .. N+g-1, as rope_tables(): angle = pos * inv_freq, halves repeated.
@@ -522,13 +534,13 @@ at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Cont
 
   std::vector<float> h = buffer(g * d), q = buffer(g * qd), kb = buffer(g * kvd), vb = buffer(g * kvd);
   std::vector<float> att = buffer(g * qd), tmp = buffer(g * d), gate = buffer(g * F), up = buffer(g * F);
-  std::vector<float> p = buffer(N + g);
+  std::vector<float> all_k = buffer(nkv * (N + g) * hd), all_v = buffer(nkv * (N + g) * hd);
   const float scale = float(1.0 / std::sqrt(double(hd)));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     rms_norm_rows(x, g, d, ptr(layer_name(l, "attn_norm")), eps, h.data());
-    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "q_proj")), qd, q.data());
-    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "k_proj")), kvd, kb.data());
-    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "v_proj")), kvd, vb.data());
+    matmul_rows(layer_name(l, "q_proj"), h.data(), g, q.data());
+    matmul_rows(layer_name(l, "k_proj"), h.data(), g, kb.data());
+    matmul_rows(layer_name(l, "v_proj"), h.data(), g, vb.data());
     const float* q_norm = ptr(layer_name(l, "q_norm"));
     const float* k_norm = ptr(layer_name(l, "k_norm"));
     for (int64_t k = 0; k < g; ++k) {
@@ -544,40 +556,37 @@ at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Cont
       }
     }
     // Attention: each slot sees all N context positions and all g slots; query head j reads
-    // key/value head j / group. Context keys/values are [1, nkv, N, hd] contiguous.
+    // key/value head j / group. Context keys/values are [1, nkv, N, hd] contiguous; with the
+    // block's own keys/values appended they form [nkv, N + g, hd] for the attention kernel, where
+    // position0 = N + g - 1 makes every key visible to every slot.
     const at::Tensor ck = ctx.keys[size_t(l)].contiguous(), cv = ctx.values[size_t(l)].contiguous();
-    for (int64_t j = 0; j < nh; ++j) {
-      const int64_t jk = j / group;
-      const float* ckj = ck.data_ptr<float>() + jk * N * hd;
-      const float* cvj = cv.data_ptr<float>() + jk * N * hd;
+    for (int64_t jk = 0; jk < nkv; ++jk) {
+      float* kd = all_k.data() + jk * (N + g) * hd;
+      float* vd = all_v.data() + jk * (N + g) * hd;
+      std::copy(ck.data_ptr<float>() + jk * N * hd, ck.data_ptr<float>() + (jk + 1) * N * hd, kd);
+      std::copy(cv.data_ptr<float>() + jk * N * hd, cv.data_ptr<float>() + (jk + 1) * N * hd, vd);
       for (int64_t k = 0; k < g; ++k) {
-        const float* qh = q.data() + (k * nh + j) * hd;
-        float max_score = -INFINITY;
-        for (int64_t s = 0; s < N + g; ++s) {
-          const float* key = s < N ? ckj + s * hd : kb.data() + ((s - N) * nkv + jk) * hd;
-          p[size_t(s)] = kernels::dot_f32(qh, key, hd) * scale;
-          max_score = std::max(max_score, p[size_t(s)]);
-        }
-        float total = 0;
-        for (int64_t s = 0; s < N + g; ++s) total += (p[size_t(s)] = std::exp(p[size_t(s)] - max_score));
-        float* o = att.data() + (k * nh + j) * hd;
-        std::fill(o, o + hd, 0.0f);
-        for (int64_t s = 0; s < N + g; ++s) {
-          const float* value = s < N ? cvj + s * hd : vb.data() + ((s - N) * nkv + jk) * hd;
-          kernels::axpy_f32(p[size_t(s)] / total, value, o, hd);
-        }
+        std::copy_n(kb.data() + (k * nkv + jk) * hd, hd, kd + (N + k) * hd);
+        std::copy_n(vb.data() + (k * nkv + jk) * hd, hd, vd + (N + k) * hd);
       }
     }
-    kernels::matmul_f32(att.data(), g, qd, ptr(layer_name(l, "o_proj")), d, tmp.data());
+    kernels::AttentionShape shape;
+    shape.tokens = g;
+    shape.heads = nh;
+    shape.kv_heads = nkv;
+    shape.head_dim = hd;
+    shape.keys = N + g;
+    shape.position0 = N + g - 1;
+    shape.scale = scale;
+    kernels::attention_f32(shape, q.data(), all_k.data(), all_v.data(), (N + g) * hd, att.data());
+    matmul_rows(layer_name(l, "o_proj"), att.data(), g, tmp.data());
     for (int64_t i = 0; i < g * d; ++i) x[i] += tmp[size_t(i)];
     rms_norm_rows(x, g, d, ptr(layer_name(l, "ffn_norm")), eps, h.data());
-    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "gate_proj")), F, gate.data());
-    kernels::matmul_f32(h.data(), g, d, ptr(layer_name(l, "up_proj")), F, up.data());
-    for (int64_t i = 0; i < g * F; ++i) {
-      const float a = gate[size_t(i)];
-      gate[size_t(i)] = a / (1.0f + std::exp(-a)) * up[size_t(i)];  // silu(gate) * up
-    }
-    kernels::matmul_f32(gate.data(), g, F, ptr(layer_name(l, "down_proj")), d, tmp.data());
+    matmul_rows(layer_name(l, "gate_proj"), h.data(), g, gate.data());
+    matmul_rows(layer_name(l, "up_proj"), h.data(), g, up.data());
+    kernels::silu_f32(gate.data(), gate.data(), g * F);
+    for (int64_t i = 0; i < g * F; ++i) gate[size_t(i)] *= up[size_t(i)];  // silu(gate) * up
+    matmul_rows(layer_name(l, "down_proj"), gate.data(), g, tmp.data());
     for (int64_t i = 0; i < g * d; ++i) x[i] += tmp[size_t(i)];
   }
   rms_norm_rows(x, g, d, ptr("out.norm"), eps, x);
@@ -589,20 +598,20 @@ at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Cont
 void DSparkDrafter::context_kv_cpu(const at::Tensor& features, int64_t position0, std::vector<at::Tensor>& keys,
                                    std::vector<at::Tensor>& values) const {
   const auto& c = config_;
-  const int64_t n = features.size(0), F = features.size(1), d = c.width, nh = c.kv_heads(), hd = c.head_dim;
+  const int64_t n = features.size(0), d = c.width, nh = c.kv_heads(), hd = c.head_dim;
   const int64_t qd = nh * hd;  // key/value heads only
   const float eps = float(c.rms_norm_eps);
   auto ptr = [&](const std::string& name) { return param(name).data_ptr<float>(); };
   std::vector<float> rows(static_cast<size_t>(n * d)), k(static_cast<size_t>(n * qd)), v(static_cast<size_t>(n * qd));
-  kernels::matmul_f32(features.data_ptr<float>(), n, F, ptr("ctx.proj"), d, rows.data());
+  matmul_rows("ctx.proj", features.data_ptr<float>(), n, rows.data());
   rms_norm_rows(rows.data(), n, d, ptr("ctx.norm"), eps, rows.data());
   std::vector<float> cos(static_cast<size_t>(n * hd)), sin(static_cast<size_t>(n * hd));
   rope_rows(inv_freq_.data_ptr<float>(), position0, n, hd, cos.data(), sin.data());
   keys.clear();
   values.clear();
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    kernels::matmul_f32(rows.data(), n, d, ptr(layer_name(l, "k_proj")), qd, k.data());
-    kernels::matmul_f32(rows.data(), n, d, ptr(layer_name(l, "v_proj")), qd, v.data());
+    matmul_rows(layer_name(l, "k_proj"), rows.data(), n, k.data());
+    matmul_rows(layer_name(l, "v_proj"), rows.data(), n, v.data());
     const float* k_norm = ptr(layer_name(l, "k_norm"));
     at::Tensor kt = torch::empty({1, nh, n, hd}), vt = torch::empty({1, nh, n, hd});  // [1, nh, n, hd]
     for (int64_t t = 0; t < n; ++t)
@@ -644,7 +653,9 @@ DSparkDrafter::Draft DSparkDrafter::walk_cpu(const at::Tensor& base_logits, cons
     float* row = out.logits.data_ptr<float>() + k * V;
     const float* e = markov ? w1.data_ptr<float>() + prev * r : nullptr;  // W1[x_{k-1}], [r]
     if (markov) {
-      if (walk_w2_bf16_.defined())
+      if (packed_.count("markov.w2"))
+        matmul_rows("markov.w2", e, 1, bias.data());
+      else if (walk_w2_bf16_.defined())
         kernels::matmul_bf16_with(walk_isa_, e, r, 1, r, reinterpret_cast<const uint16_t*>(walk_w2_bf16_.data_ptr()),
                                   r, V, bias.data(), V);
       else
@@ -676,6 +687,16 @@ DSparkDrafter::Draft DSparkDrafter::walk_cpu(const at::Tensor& base_logits, cons
     prev = token;
   }
   return out;
+}
+
+void DSparkDrafter::matmul_rows(const std::string& name, const float* x, int64_t m, float* y) const {
+  const at::Tensor& w = param(name);  // [n, k] float32
+  const int64_t n = w.size(0), k = w.size(1);
+  auto it = packed_.find(name);
+  if (it != packed_.end())
+    kernels::matmul_bf16_packed(x, k, m, it->second, y, n);
+  else
+    kernels::matmul_f32(x, m, k, w.data_ptr<float>(), n, y);
 }
 
 // ---- persistence ----
@@ -780,6 +801,21 @@ std::unique_ptr<DSparkDrafter> DSparkDrafter::from_parameters(DSparkConfig confi
     if (bf16_exact(w2)) {
       drafter->walk_w2_bf16_ = w2.to(torch::kBFloat16).contiguous();
       drafter->walk_isa_ = bf16_exact(drafter->param("markov.w1")) ? kernels::best_isa() : widening_isa();
+    }
+  }
+  // Decoding on the CPU reads every projection once per block: with bf16 weights (as stored) the
+  // packed kernel reads half the bytes of float32 and needs no horizontal sums. Its inputs are
+  // rounded to bf16, as a bf16 drafter computes (drafts may differ in the last bits of their
+  // logits; verification keeps the output exact either way). DSPARK_PACKED_WEIGHTS=0 keeps float32.
+  if (target.device().is_cpu() && packed_weights_enabled()) {
+    for (const auto& name : drafter->names_) {
+      const at::Tensor& w = drafter->param(name);
+      const bool projection = name == "markov.w2" || (name.size() > 4 && name.compare(name.size() - 4, 4, "proj") == 0);
+      if (!projection || w.dim() != 2) continue;
+      const at::Tensor b = w.to(torch::kBFloat16).contiguous();
+      if (!b.to(torch::kFloat32).equal(w)) continue;  // float32 weights stay exact
+      drafter->packed_.emplace(name, kernels::pack_bf16(reinterpret_cast<const uint16_t*>(b.data_ptr()), b.size(1),
+                                                        b.size(0), b.size(1)));
     }
   }
   return drafter;

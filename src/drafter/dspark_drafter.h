@@ -19,6 +19,7 @@
 
 #include "drafter/dspark_config.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_packed.h"
 #include "model/transformer.h"
 #include "sampling/sampler.h"
 #include "train/train_state.h"
@@ -102,6 +103,12 @@ class DSparkDrafter {
   Draft draft(const Transformer& target, const Context& context, int64_t anchor_token, int64_t n,
               const SamplingParams& params, Rng* rng, const std::vector<int64_t>* forced = nullptr) const;
 
+  // Whether the CPU decoding paths use packed bf16 projections (bf16-rounded inputs, see load()).
+  bool uses_packed_projections() const { return !packed_.empty(); }
+  // Drops them: decoding then computes in float32 exactly as the training forward does (tests that
+  // compare against float32 reference outputs).
+  void use_float32_projections() { packed_.clear(); }
+
  private:
   // Fresh parameters for config_ and target_ (the constructors' common part).
   void init_parameters(uint64_t seed);
@@ -140,8 +147,15 @@ class DSparkDrafter {
   at::Tensor inv_freq_;
   at::Tensor d2t_;        // [Vd] int64 on the drafter's device; undefined: the whole vocabulary
   at::Tensor head_rows_;  // [Vd, H] the target's LM-head rows of d2t (its dtype and device)
+  // y[m, n] = x[m, k] W^T for the 2-D parameter `name` [n, k] (float32 rows): through its packed
+  // bf16 copy when it has one, else the float32 kernel.
+  void matmul_rows(const std::string& name, const float* x, int64_t m, float* y) const;
+
   at::Tensor walk_w2_bf16_;  // [Vd, r] bf16 copy of markov.w2 when exact (loaded drafters), for the walk
   kernels::Isa walk_isa_ = kernels::Isa::Scalar;  // kernel path for walk_w2_bf16_
+  // Packed bf16 copies of the projection matrices of a loaded drafter whose weights are bf16
+  // values (kernels/matmul_packed.h), for the CPU decoding paths; empty when training.
+  std::map<std::string, kernels::PackedBf16> packed_;
 };
 
 namespace io { class TensorStore; }

@@ -266,6 +266,7 @@ TEST(DSparkDrafter, Bf16StoredDrafterWalkEqualsTrainingForward) {
   const std::string dir = testing::temp_dir("drafter_bf16");
   d.save(dir, torch::kBFloat16);
   auto loaded = DSparkDrafter::load(dir, *f.target);
+  loaded->use_float32_projections();  // the walk's own bf16 W2 path is what this test is about
   torch::NoGradGuard no_grad;
   const int64_t a = 5, g = loaded->config().block_size;
   at::Tensor feats = f.features(*loaded);
