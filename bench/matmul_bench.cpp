@@ -107,12 +107,13 @@ namespace {
 // bytes_per_second is the DRAM streaming rate the model actually sees. Shapes: the default
 // model's 512 -> 1536 (gate/up), 1536 -> 512 (down), 512 -> 8192 (LM head); Qwen3-0.6B's
 // 1024 -> 3072.
-template <bool packed>
+// With `cached`, the pool is one matrix that stays in cache: the kernel's compute ceiling.
+template <bool packed, bool cached = false>
 void BM_MatmulStream(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   if (packed && !dspark::kernels::packed_bf16_supported()) return state.SkipWithError("no AVX512-BF16");
   at::set_num_threads(bench_threads());
-  const int64_t pool = std::max<int64_t>(2, (int64_t(256) << 20) / (n * k * 2));
+  const int64_t pool = cached ? 1 : std::max<int64_t>(2, (int64_t(256) << 20) / (n * k * 2));
   torch::manual_seed(0);
   at::Tensor w = torch::randn({pool, n, k}).to(torch::kBFloat16);  // [pool, n, k]
   at::Tensor x = torch::randn({m, k});
@@ -141,5 +142,6 @@ void StreamShapes(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_MatmulStream<false>)->Name("MatmulStream/kernel/bf16")->Apply(StreamShapes);
 BENCHMARK(BM_MatmulStream<true>)->Name("MatmulStream/packed/bf16")->Apply(StreamShapes);
+BENCHMARK(BM_MatmulStream<true, true>)->Name("MatmulCached/packed/bf16")->Apply(StreamShapes);
 
 }  // namespace
