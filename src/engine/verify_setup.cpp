@@ -47,6 +47,7 @@ void prepare_verify(SpecOptions& o, VerifySetup& setup, const std::string& mode,
       // A read-only model directory: use the measurement for this run only.
     }
   }
+  *setup.sps = monotone_sps_profile(std::move(*setup.sps));
   o.sps = setup.sps.get();
 }
 

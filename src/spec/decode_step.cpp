@@ -98,6 +98,7 @@ StepReport decode_step(Transformer& target, const std::vector<SpecSequence*>& se
     for (SpecSequence* s : drafted) {
       tokens += double(s->last_emitted());
       verified += double(s->last_verified());
+      auto_draft_seconds -= s->catch_up_seconds();
     }
     const double n = double(drafted.size());
     options.governor->observe(auto_draft_seconds / n, tokens / n, verified / n);

@@ -31,6 +31,11 @@ class Drafter {
   virtual void begin(const std::vector<int64_t>& prompt, const ChunkOutput& prefill) = 0;
   // Up to n tokens following `anchor` (the last emitted token, not yet in the target cache).
   virtual DraftProposal propose(int64_t anchor, int64_t n, const SamplingParams& params, Rng& rng) = 0;
+  // Brings the drafter's own state up to date with the positions committed before the last
+  // commit() (work that propose() would otherwise do first) and returns how many that took. What
+  // the last commit() added stays for propose(), as in a step of continuous drafting; the caller
+  // times the rest apart: after steps decoded without drafting it is a one-off.
+  virtual int64_t catch_up() { return 0; }
   // After verification: the target kept `kept` = [anchor, accepted drafts...] of its verify chunk
   // (now in its cache); `verify` is the verify forward's output (rows 0..kept.size()-1 are the
   // kept positions). The next anchor is the target's own token, passed to the next propose().

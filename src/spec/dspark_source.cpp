@@ -36,6 +36,17 @@ void DSparkSource::begin(const std::vector<int64_t>& prompt, const ChunkOutput& 
   pending_.push_back(kept_rows(prefill, int64_t(prompt.size())));
 }
 
+int64_t DSparkSource::catch_up() {
+  if (pending_.size() < 2) return 0;
+  at::Tensor last = pending_.back();
+  pending_.pop_back();
+  int64_t rows = 0;
+  for (const at::Tensor& t : pending_) rows += t.size(0);
+  flush_pending();
+  pending_.push_back(std::move(last));
+  return rows;
+}
+
 DraftProposal DSparkSource::propose(int64_t anchor, int64_t n, const SamplingParams& params, Rng& rng) {
   flush_pending();
   DSparkDrafter::Draft d = drafter_->draft(target_, context_, anchor, n, params, &rng);

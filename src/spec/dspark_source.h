@@ -20,6 +20,7 @@ class DSparkSource : public Drafter {
   void begin(const std::vector<int64_t>& prompt, const ChunkOutput& prefill) override;
   DraftProposal propose(int64_t anchor, int64_t n, const SamplingParams& params, Rng& rng) override;
   void commit(const std::vector<int64_t>& kept, const ChunkOutput& verify) override;
+  int64_t catch_up() override;
   const DSparkDrafter& drafter() const { return *drafter_; }
 
  private:

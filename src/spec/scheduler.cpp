@@ -98,6 +98,37 @@ SpsProfile measure_sps(Transformer& model, int64_t max_tokens, int64_t context, 
   return p;
 }
 
+namespace {
+// Isotonic (non-decreasing) least-squares fit of the step times 1 / sps, back to steps/s.
+std::vector<double> monotone_row(const std::vector<double>& sps) {
+  struct Block {
+    double sum;
+    int64_t count;
+  };
+  std::vector<Block> blocks;
+  for (double v : sps) {
+    blocks.push_back({1.0 / v, 1});
+    while (blocks.size() > 1) {
+      const Block& last = blocks.back();
+      Block& prev = blocks[blocks.size() - 2];
+      if (prev.sum / double(prev.count) <= last.sum / double(last.count)) break;
+      prev.sum += last.sum;
+      prev.count += last.count;
+      blocks.pop_back();
+    }
+  }
+  std::vector<double> out;
+  for (const Block& b : blocks) out.insert(out.end(), size_t(b.count), double(b.count) / b.sum);
+  return out;
+}
+}  // namespace
+
+SpsProfile monotone_sps_profile(SpsProfile p) {
+  p.steps_per_second = monotone_row(p.steps_per_second);
+  for (auto& row : p.batch) row = monotone_row(row);
+  return p;
+}
+
 void save_sps_profile(const std::string& path, const SpsProfile& p) {
   json j = {{"kind", "dspark-sps-profile"}, {"model", p.model_fingerprint}, {"device", p.device},
             {"dtype", p.dtype}, {"threads", p.threads}, {"steps_per_second", p.steps_per_second}};

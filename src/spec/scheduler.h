@@ -35,6 +35,10 @@ struct SpsProfile {
 // interleaved; with max_batch > 1 also R = 2..max_batch sequences of 1..max_tokens tokens each.
 SpsProfile measure_sps(Transformer& model, int64_t max_tokens, int64_t context, int64_t repeats,
                        int64_t max_batch = 1);
+// The profile with every row's step times fitted non-decreasing in tokens (pool adjacent
+// violators, weights equal): a forward of more tokens never costs less, and a noisy point (T = 4
+// measured faster than T = 3) would otherwise end Algorithm 1's early-stopping search at the dip.
+SpsProfile monotone_sps_profile(SpsProfile profile);
 void save_sps_profile(const std::string& path, const SpsProfile& profile);
 // Throws dspark::Error if the file is malformed or was measured for another model.
 SpsProfile load_sps_profile(const std::string& path, const std::string& model_fingerprint);

@@ -100,6 +100,7 @@ void SpecSequence::draft(bool propose) {
   proposal_ = {};
   schedule_ = false;
   survival_.clear();
+  catch_up_seconds_ = 0;
   if (!propose) return;
   const SpecOptions& o = options_;
   const int64_t remaining = o.max_new_tokens - int64_t(result_.tokens.size());
@@ -107,6 +108,8 @@ void SpecSequence::draft(bool propose) {
   int64_t n = drafter_ ? std::min({gamma_, remaining - 1, context() - cache_.length() - 1}) : 0;
   if (n <= 0) return;
   const auto t0 = Clock::now();
+  drafter_->catch_up();
+  catch_up_seconds_ = since(t0);
   proposal_ = drafter_->propose(anchor_, n, o.sampling, rng_);
   result_.stats.draft_seconds += since(t0);
   n = std::min<int64_t>(n, int64_t(proposal_.tokens.size()));

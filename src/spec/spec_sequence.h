@@ -53,6 +53,10 @@ class SpecSequence {
   // The last verify step: drafts verified, and tokens emitted (accepted + 1).
   int64_t last_verified() const { return last_verified_; }
   int64_t last_emitted() const { return last_emitted_; }
+  // Seconds of the last draft() that brought the drafter's context up to date with positions
+  // before the previous step (Drafter::catch_up): after steps decoded without drafting, a one-off
+  // that the governor does not count as a per-step cost of drafting.
+  double catch_up_seconds() const { return catch_up_seconds_; }
 
   // Ends the sequence now (a stop string matched, the client went away); tokens emitted after
   // this call are dropped.
@@ -83,6 +87,7 @@ class SpecSequence {
   std::vector<double> survival_;
   int64_t verify_base_ = 0;  // cache length before the verify chunk
   int64_t last_verified_ = 0, last_emitted_ = 0;
+  double catch_up_seconds_ = 0;  // the last draft()'s drafter catch-up
   SpecResult result_;
   std::chrono::steady_clock::time_point start_;
 };

@@ -20,7 +20,7 @@ double SpeculationGovernor::predicted_spec(int64_t requests, const SpsProfile& s
 
 bool SpeculationGovernor::should_draft(int64_t requests, const SpsProfile& sps) {
   probing_ = false;
-  if (!seen_ || predicted_spec(requests, sps) >= predicted_plain(requests, sps)) {
+  if (!seen_ || predicted_spec(requests, sps) >= kDraftMargin * predicted_plain(requests, sps)) {
     since_probe_ = 0;
     backoff_ = 1;
     return true;

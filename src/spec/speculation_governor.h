@@ -52,6 +52,10 @@ class SpeculationGovernor {
  private:
   static constexpr double kAlpha = 0.25;  // weight of the newest step in the running means
   static constexpr int64_t kMaxBackoff = 16;
+  // Drafting must be predicted this much faster than plain decoding: the prediction carries ~10%
+  // of error (a table taken at one context length, the drafter's time varying with the load),
+  // and near break-even a wrong choice to draft costs more than a wrong choice not to.
+  static constexpr double kDraftMargin = 1.1;
   int64_t probe_every_;
   int64_t backoff_ = 1;        // the current interval is probe_every_ * backoff_
   bool warmed_up_ = false;

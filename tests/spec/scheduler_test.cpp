@@ -51,6 +51,22 @@ double first_token_prob_A(bool early_stop) {
   return prob_a;
 }
 
+// A noisy table (T = 4 measured faster than T = 3) is fitted non-decreasing in step time: the
+// violating pair becomes its mean, the rest is kept.
+TEST(Scheduler, MonotoneProfileRemovesDips) {
+  SpsProfile p = profile({100, 50, 40, 50, 20});
+  p.batch = {{80, 90}};
+  const SpsProfile m = monotone_sps_profile(p);
+  ASSERT_EQ(m.steps_per_second.size(), 5u);
+  EXPECT_DOUBLE_EQ(m.steps_per_second[0], 100);
+  EXPECT_DOUBLE_EQ(m.steps_per_second[1], 50);
+  EXPECT_NEAR(1.0 / m.steps_per_second[2], (1.0 / 40 + 1.0 / 50) / 2, 1e-12);
+  EXPECT_DOUBLE_EQ(m.steps_per_second[2], m.steps_per_second[3]);
+  EXPECT_DOUBLE_EQ(m.steps_per_second[4], 20);
+  EXPECT_DOUBLE_EQ(m.batch[0][0], m.batch[0][1]);
+  for (size_t i = 1; i < m.steps_per_second.size(); ++i) EXPECT_LE(m.steps_per_second[i], m.steps_per_second[i - 1]);
+}
+
 TEST(Scheduler, AppendixACounterexample) {
   EXPECT_NEAR(first_token_prob_A(true), 0.7, 1e-12);   // lossless
   EXPECT_NEAR(first_token_prob_A(false), 0.85, 1e-12);  // biased towards A

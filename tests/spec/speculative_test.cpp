@@ -95,6 +95,34 @@ TEST(Speculative, GreedyOutputEqualsPlainDecodingForEveryDrafterAndMode) {
   EXPECT_GT(checked, 300);
 }
 
+// The DSpark source adds committed positions to its drafter's context only when it next drafts;
+// catch_up() does that work for all but the last commit (what one step of continuous drafting
+// adds, left for propose()) and says how many positions it took.
+TEST(Speculative, DSparkSourceCatchUpCountsPendingPositions) {
+  auto target = testing::tiny_model("qwen3", torch::kFloat32, 5);
+  auto dspark = std::make_shared<DSparkDrafter>(testing::tiny_drafter_config(4), TargetIdentity::of(*target), 3);
+  DSparkSource source(dspark, *target);
+  const std::vector<int64_t> prompt = {5, 17, 42, 8, 77, 3};
+  KVCache cache = target->new_cache();
+  ChunkOutput prefill = target->forward(cache, prompt, LogitsAt::Last, source.taps());
+  source.begin(prompt, prefill);
+  EXPECT_EQ(source.catch_up(), 0);  // the prompt is the last (only) commit
+  Rng rng(1);
+  DraftProposal p = source.propose(9, 3, SamplingParams{}, rng);
+  ASSERT_FALSE(p.tokens.empty());
+  // Three steps without drafting (1 row each), then one that kept 2 rows.
+  int64_t anchor = 9;
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<int64_t> kept = {anchor};
+    source.commit(kept, target->forward(cache, kept, LogitsAt::All, source.taps()));
+    anchor = (anchor * 7 + 3) % 97;
+  }
+  const std::vector<int64_t> kept = {anchor, 11};
+  source.commit(kept, target->forward(cache, kept, LogitsAt::All, source.taps()));
+  EXPECT_EQ(source.catch_up(), 3);
+  EXPECT_EQ(source.catch_up(), 0);
+}
+
 TEST(Speculative, OracleDrafterIsFullyAccepted) {
   auto target = testing::tiny_model("llama3", torch::kFloat32, 2);
   std::vector<int64_t> prompt = {5, 6, 7};
