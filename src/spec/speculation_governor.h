@@ -12,7 +12,9 @@
 //
 // When plain is faster it skips drafting (every sequence verifies its anchor alone, exactly plain
 // decoding), drafting again after `probe_every` steps to keep the means current; every probe that
-// confirms plain decoding doubles that interval (up to 16x), one that favours drafting resets it.
+// confirms plain decoding doubles that interval (up to 64x: each probe costs a draft block, a
+// verify of several tokens and the drafter's catch-up over the skipped positions), one that favours
+// drafting resets it.
 // The first drafted step only warms up (allocations, caches) and is not counted. The decision
 // uses only past steps, never the current drafts, so verification stays lossless.
 //
@@ -51,7 +53,7 @@ class SpeculationGovernor {
 
  private:
   static constexpr double kAlpha = 0.25;  // weight of the newest step in the running means
-  static constexpr int64_t kMaxBackoff = 16;
+  static constexpr int64_t kMaxBackoff = 64;
   // Drafting must be predicted this much faster than plain decoding: the prediction carries ~10%
   // of error (a table taken at one context length, the drafter's time varying with the load),
   // and near break-even a wrong choice to draft costs more than a wrong choice not to.
