@@ -7,8 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x build/dspark ] || scripts/build.sh
-# models/default (35.7M) once its drafter is built (scripts/build-default-drafters.sh), else the
-# 8.4M models/default-small with its drafter.
+# models/default (35.7M) with models/default-dspark; should that drafter be missing (e.g. while
+# scripts/build-default-drafters.sh rebuilds it), the 8.4M models/default-small with its own.
 model=models/default
 [ -f "$model-dspark/dspark.json" ] || model=models/default-small
 if [ ! -f "$model/config.json" ]; then
