@@ -11,7 +11,7 @@ double SpeculationGovernor::predicted_plain(int64_t requests, const SpsProfile& 
 }
 
 double SpeculationGovernor::predicted_spec(int64_t requests, const SpsProfile& sps) const {
-  if (!seen_) return 0.0;
+  if (observed_ == 0) return 0.0;
   const auto tokens = int64_t(double(requests) * (1.0 + verified_) + 0.5);
   const double seconds =
       double(requests) * draft_seconds_ + kappa_spec_.value / sps.sps(std::max(tokens, requests), requests);
@@ -20,7 +20,7 @@ double SpeculationGovernor::predicted_spec(int64_t requests, const SpsProfile& s
 
 bool SpeculationGovernor::should_draft(int64_t requests, const SpsProfile& sps) {
   probing_ = false;
-  if (!seen_ || predicted_spec(requests, sps) >= kDraftMargin * predicted_plain(requests, sps)) {
+  if (observed_ < kMinObserved || predicted_spec(requests, sps) >= kDraftMargin * predicted_plain(requests, sps)) {
     since_probe_ = 0;
     backoff_ = 1;
     return true;
@@ -39,16 +39,12 @@ void SpeculationGovernor::observe(double draft_seconds, double tokens, double ve
     warmed_up_ = true;
     return;
   }
-  if (!seen_) {
-    draft_seconds_ = draft_seconds;
-    tokens_ = tokens;
-    verified_ = verified;
-    seen_ = true;
-    return;
-  }
-  draft_seconds_ += kAlpha * (draft_seconds - draft_seconds_);
-  tokens_ += kAlpha * (tokens - tokens_);
-  verified_ += kAlpha * (verified - verified_);
+  // The plain mean of the first samples, then a running mean weighting the newest by kAlpha.
+  ++observed_;
+  const double alpha = std::max(kAlpha, 1.0 / double(observed_));
+  draft_seconds_ += alpha * (draft_seconds - draft_seconds_);
+  tokens_ += alpha * (tokens - tokens_);
+  verified_ += alpha * (verified - verified_);
   // A probe that still says "plain": wait longer before the next one.
   if (probing_) backoff_ = std::min(backoff_ * 2, kMaxBackoff);
 }

@@ -15,7 +15,8 @@
 // confirms plain decoding doubles that interval (up to 64x: each probe costs a draft block, a
 // verify of several tokens and the drafter's catch-up over the skipped positions), one that favours
 // drafting resets it.
-// The first drafted step only warms up (allocations, caches) and is not counted. The decision
+// The first drafted step only warms up (allocations, caches) and is not counted; the next
+// kMinObserved always draft, their plain mean seeding the running means. The decision
 // uses only past steps, never the current drafts, so verification stays lossless.
 //
 // The SPS table is measured once (dspark profile: one context length, an otherwise idle machine).
@@ -32,6 +33,10 @@ struct SpsProfile;
 
 class SpeculationGovernor {
  public:
+  // Steps drafted before the first decision: one step's tokens range from 1 to g + 1, so a
+  // decision on the first sample alone (an unlucky block) could end drafting for good.
+  static constexpr int64_t kMinObserved = 8;
+
   explicit SpeculationGovernor(int64_t probe_every = 16) : probe_every_(probe_every) {}
 
   // Should `requests` decoding sequences draft this step? A probe (probing() true afterwards)
@@ -62,7 +67,7 @@ class SpeculationGovernor {
   int64_t backoff_ = 1;        // the current interval is probe_every_ * backoff_
   bool warmed_up_ = false;
   bool probing_ = false;       // the step being observed was a probe
-  bool seen_ = false;
+  int64_t observed_ = 0;  // drafted steps in the means
   double draft_seconds_ = 0, tokens_ = 0, verified_ = 0;
   struct Kappa {
     double value = 1.0;

@@ -231,9 +231,12 @@ TEST(SpeculationGovernor, DraftsOnlyWhenItPaysAndProbes) {
   EXPECT_GT(g.predicted_spec(1, p), g.predicted_plain(1, p));
   EXPECT_TRUE(g.should_draft(1, p));
   // The drafter becomes expensive (3 ms per block): plain wins; drafting resumes every 4th step.
+  // It drafts (warm-up + kMinObserved steps) before its first decision.
   SpeculationGovernor slow(4);
-  slow.observe(0.003, 3.0, 7.0);
-  slow.observe(0.003, 3.0, 7.0);
+  for (int64_t i = 0; i <= SpeculationGovernor::kMinObserved; ++i) {
+    EXPECT_TRUE(slow.should_draft(1, p));
+    slow.observe(0.003, 3.0, 7.0);
+  }
   EXPECT_LT(slow.predicted_spec(1, p), slow.predicted_plain(1, p));
   std::vector<bool> decisions;
   for (int i = 0; i < 8; ++i) decisions.push_back(slow.should_draft(1, p));
@@ -254,7 +257,8 @@ TEST(SpeculationGovernor, MeasuredForwardsCorrectTheTable) {
   p.steps_per_second = {1000, 900, 800, 700, 600, 500, 450, 400};
   SpeculationGovernor g(4);
   g.observe(0.0005, 1.0, 7.0);  // warm-up
-  g.observe(0.0005, 2.0, 7.0);  // 2 tokens in 0.5 + 2.5 ms: below 1 token per ms
+  for (int64_t i = 0; i < SpeculationGovernor::kMinObserved; ++i)
+    g.observe(0.0005, 2.0, 7.0);  // 2 tokens in 0.5 + 2.5 ms: below 1 token per ms
   EXPECT_LT(g.predicted_spec(1, p), g.predicted_plain(1, p));
   g.observe_forward(false, 1, 1, 0.002, p);  // warm-up of the plain mode: not counted
   EXPECT_DOUBLE_EQ(g.kappa(false), 1.0);
