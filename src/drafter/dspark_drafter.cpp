@@ -795,8 +795,8 @@ std::unique_ptr<DSparkDrafter> DSparkDrafter::from_parameters(DSparkConfig confi
   // with the same float32 products (kernels' widening path). When W1 is bf16-exact too, its rows
   // lose nothing to the AVX512-BF16 dot product's input rounding, which is faster still (products
   // exact, float32 sums in another order).
+  auto bf16_exact = [](const at::Tensor& t) { return t.to(torch::kBFloat16).to(torch::kFloat32).equal(t); };
   if (drafter->config_.markov == MarkovKind::Vanilla && target.device().is_cpu()) {
-    auto bf16_exact = [](const at::Tensor& t) { return t.to(torch::kBFloat16).to(torch::kFloat32).equal(t); };
     const at::Tensor& w2 = drafter->param("markov.w2");
     if (bf16_exact(w2)) {
       drafter->walk_w2_bf16_ = w2.to(torch::kBFloat16).contiguous();
@@ -810,10 +810,9 @@ std::unique_ptr<DSparkDrafter> DSparkDrafter::from_parameters(DSparkConfig confi
   if (target.device().is_cpu() && packed_weights_enabled()) {
     for (const auto& name : drafter->names_) {
       const at::Tensor& w = drafter->param(name);
-      const bool projection = name == "markov.w2" || (name.size() > 4 && name.compare(name.size() - 4, 4, "proj") == 0);
-      if (!projection || w.dim() != 2) continue;
+      const bool projection = name == "markov.w2" || name.ends_with("proj");
+      if (!projection || w.dim() != 2 || !bf16_exact(w)) continue;  // float32 weights stay exact
       const at::Tensor b = w.to(torch::kBFloat16).contiguous();
-      if (!b.to(torch::kFloat32).equal(w)) continue;  // float32 weights stay exact
       drafter->packed_.emplace(name, kernels::pack_bf16(reinterpret_cast<const uint16_t*>(b.data_ptr()), b.size(1),
                                                         b.size(0), b.size(1)));
     }
