@@ -2,9 +2,12 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "kernels/avx2_exp.h"
 #include "kernels/avx512_exp.h"
+#include "kernels/matmul.h"  // best_isa
 #include "kernels/parallel.h"
 
 namespace dspark::kernels {
@@ -23,18 +26,25 @@ __attribute__((target("avx512f"))) void silu_avx512(const float* x, float* y, in
   }
 }
 
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
+__attribute__((target("avx2,fma"))) void silu_avx2(const float* x, float* y, int64_t begin, int64_t end) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t i = begin; i < end; i += 8) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::min<int64_t>(end - i, 8))), lane);
+    const __m256 v = _mm256_maskload_ps(x + i, m);
+    const __m256 e = avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(), v));
+    _mm256_maskstore_ps(y + i, m, _mm256_div_ps(v, _mm256_add_ps(one, e)));
+  }
+}
+
+void silu_scalar(const float* x, float* y, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
 }
 }  // namespace
 
 void silu_f32(const float* x, float* y, int64_t n) {
-  const bool vector = has_avx512();
-  parallel_ranges(n, kGrain, [&](int64_t begin, int64_t end) {
-    if (vector) return silu_avx512(x, y, begin, end);
-    for (int64_t i = begin; i < end; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
-  });
+  static const auto impl = best_isa() >= Isa::Avx512 ? silu_avx512 : best_isa() >= Isa::Avx2 ? silu_avx2 : silu_scalar;
+  parallel_ranges(n, kGrain, [&](int64_t begin, int64_t end) { impl(x, y, begin, end); });
 }
 
 void gelu_tanh_f32(const float* x, float* y, int64_t n) {

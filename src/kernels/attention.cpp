@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "kernels/attention_rows.h"
 #include "kernels/avx512_exp.h"
 #include "kernels/avx512_sum.h"
 #include "kernels/parallel.h"
@@ -48,10 +51,10 @@ struct InnerLoops {
   void (*axpy)(float, const float*, float*, int64_t);
 };
 
-const InnerLoops& inner_loops() {
-  static const InnerLoops loops = __builtin_cpu_supports("avx512f") ? InnerLoops{dot_avx512, axpy_avx512}
-                                                                    : InnerLoops{dot_scalar, axpy_scalar};
-  return loops;
+InnerLoops inner_loops(Isa isa) {
+  if (isa >= Isa::Avx512) return {dot_avx512, axpy_avx512};
+  if (isa >= Isa::Avx2) return {detail::dot_avx2, detail::axpy_avx2};
+  return {dot_scalar, axpy_scalar};
 }
 
 // The AVX-512 path for D a multiple of 16 up to 256.
@@ -63,7 +66,7 @@ const InnerLoops& inner_loops() {
 // registers across its keys. Each (t, h) row is computed from its own q row and keys alone, with
 // block boundaries fixed by absolute key index, so a row gets the same bits whatever else is in
 // the batch (the row-invariance verification needs).
-constexpr int64_t kMaxVectorDim = 256;
+constexpr int64_t kMaxVectorDim = detail::kAttentionMaxVectorDim;
 
 // lane j of the result = sum of the 16 lanes of a[j]. (GCC vector shuffles: the unpack and
 // shuffle intrinsics of GCC 12 trip -Wmaybe-uninitialized, see avx512_sum.h.)
@@ -104,9 +107,7 @@ __attribute__((target("avx512f"))) void score_block(const __m512* qv, const floa
   _mm512_storeu_ps(p + s0, _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale)));
 }
 
-// Query rows processed together: they share one kv head, so a block of 16 keys (or values) is
-// read from L2 once and from L1 for the other rows.
-constexpr int64_t kRowTile = 16;
+constexpr int64_t kRowTile = detail::kAttentionRowTile;
 
 template <int NV>
 __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionShape& a, const float* q, const float* k,
@@ -197,33 +198,39 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
   }
 }
 
-using RowsFn = void (*)(const AttentionShape&, const float*, const float*, const float*, int64_t, float*, int64_t,
-                        int64_t, float*);
+using RowsFn = detail::AttentionRowsFn;
 
-// The vector path for this head size, or nullptr (no AVX-512, or D not 16, 32, .., 256).
-RowsFn vector_rows(int64_t D) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (!avx512 || D % 16 != 0 || D <= 0 || D > kMaxVectorDim) return nullptr;
-  static const RowsFn table[] = {&attention_rows_avx512<1>,  &attention_rows_avx512<2>,  &attention_rows_avx512<3>,
-                                 &attention_rows_avx512<4>,  &attention_rows_avx512<5>,  &attention_rows_avx512<6>,
-                                 &attention_rows_avx512<7>,  &attention_rows_avx512<8>,  &attention_rows_avx512<9>,
-                                 &attention_rows_avx512<10>, &attention_rows_avx512<11>, &attention_rows_avx512<12>,
-                                 &attention_rows_avx512<13>, &attention_rows_avx512<14>, &attention_rows_avx512<15>,
-                                 &attention_rows_avx512<16>};
-  return table[D / 16 - 1];
+// The vector path of this ISA for this head size, or nullptr (the generic loops then).
+RowsFn vector_rows(Isa isa, int64_t D) {
+  if (isa >= Isa::Avx512 && D % 16 == 0 && D > 0 && D <= kMaxVectorDim) {
+    static const RowsFn table[] = {&attention_rows_avx512<1>,  &attention_rows_avx512<2>,  &attention_rows_avx512<3>,
+                                   &attention_rows_avx512<4>,  &attention_rows_avx512<5>,  &attention_rows_avx512<6>,
+                                   &attention_rows_avx512<7>,  &attention_rows_avx512<8>,  &attention_rows_avx512<9>,
+                                   &attention_rows_avx512<10>, &attention_rows_avx512<11>, &attention_rows_avx512<12>,
+                                   &attention_rows_avx512<13>, &attention_rows_avx512<14>, &attention_rows_avx512<15>,
+                                   &attention_rows_avx512<16>};
+    return table[D / 16 - 1];
+  }
+  if (isa >= Isa::Avx2) return detail::attention_rows_avx2(D);
+  return nullptr;
 }
-
 
 }  // namespace
 
-float dot_f32(const float* a, const float* b, int64_t n) { return inner_loops().dot(a, b, n); }
-void axpy_f32(float w, const float* x, float* y, int64_t n) { inner_loops().axpy(w, x, y, n); }
+float dot_f32(const float* a, const float* b, int64_t n) { return inner_loops(best_isa()).dot(a, b, n); }
+void axpy_f32(float w, const float* x, float* y, int64_t n) { inner_loops(best_isa()).axpy(w, x, y, n); }
 
 void attention_f32(const AttentionShape& a, const float* q, const float* k, const float* v, int64_t kv_head_stride,
                    float* out) {
+  attention_f32_with(best_isa(), a, q, k, v, kv_head_stride, out);
+}
+
+void attention_f32_with(Isa isa, const AttentionShape& a, const float* q, const float* k, const float* v,
+                        int64_t kv_head_stride, float* out) {
+  if (!isa_supported(isa)) throw std::invalid_argument(std::string("CPU lacks ISA path ") + isa_name(isa));
   const int64_t D = a.head_dim, group = a.heads / a.kv_heads;
-  const InnerLoops& loops = inner_loops();
-  if (const RowsFn rows = vector_rows(D)) {
+  const InnerLoops loops = inner_loops(isa);
+  if (const RowsFn rows = vector_rows(isa, D)) {
     parallel_ranges(a.heads, 1, [&](int64_t h0, int64_t h1) {
       std::vector<float> scratch(static_cast<size_t>(kRowTile * ((a.keys + 15) / 16 * 16)));
       rows(a, q, k, v, kv_head_stride, out, h0, h1, scratch.data());

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "kernels/matmul.h"  // Isa
+
 namespace dspark::kernels {
 
 struct AttentionShape {
@@ -29,6 +31,10 @@ struct AttentionShape {
 // at k + j * kv_head_stride + s * D. out: [T, heads, D] contiguous.
 void attention_f32(const AttentionShape& shape, const float* q, const float* k, const float* v,
                    int64_t kv_head_stride, float* out);
+// The same through one ISA path (best_isa() above; tests and benchmarks compare them). Throws
+// std::invalid_argument when this CPU lacks it.
+void attention_f32_with(Isa isa, const AttentionShape& shape, const float* q, const float* k, const float* v,
+                        int64_t kv_head_stride, float* out);
 
 // The inner loops, vectorised where the CPU can: sum_i a[i] b[i], and y[i] += w x[i].
 float dot_f32(const float* a, const float* b, int64_t n);

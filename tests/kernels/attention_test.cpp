@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <vector>
 
 #include "kernels/attention.h"
 
@@ -23,66 +24,81 @@ at::Tensor reference(const AttentionShape& a, const at::Tensor& q, const at::Ten
   return torch::matmul(torch::softmax(scores, -1), vv).transpose(0, 1).contiguous();
 }
 
+// Every ISA path this CPU has (the default, best_isa(), is one of them).
+std::vector<Isa> paths() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
 TEST(AttentionKernel, MatchesLibTorchOverShapes) {
-  torch::manual_seed(0);
-  struct Case {
-    int64_t T, nh, nkv, D, position0, window;
-    float softcap;
-  };
-  const Case cases[] = {{1, 1, 1, 1, 0, 0, 0},     {1, 4, 2, 64, 63, 0, 0},   {7, 4, 2, 64, 100, 0, 0},
-                        {8, 16, 8, 128, 5, 0, 0},  {3, 6, 3, 33, 17, 4, 0},   {16, 8, 1, 64, 40, 0, 50.0f},
-                        {5, 2, 2, 7, 0, 3, 20.0f}, {64, 4, 4, 16, 2, 0, 0}};
-  for (const Case& c : cases) {
-    AttentionShape a;
-    a.tokens = c.T;
-    a.heads = c.nh;
-    a.kv_heads = c.nkv;
-    a.head_dim = c.D;
-    a.position0 = c.position0;
-    a.keys = c.position0 + c.T;
-    a.window = c.window;
-    a.scale = 1.0f / std::sqrt(float(c.D));
-    a.softcap = c.softcap;
-    at::Tensor q = torch::randn({c.T, c.nh, c.D});
-    // Keys/values inside a larger buffer, as in the KV cache: [nkv, capacity, D].
-    const int64_t capacity = a.keys + 9;
-    at::Tensor kbuf = torch::randn({c.nkv, capacity, c.D}), vbuf = torch::randn({c.nkv, capacity, c.D});
-    at::Tensor out = torch::empty({c.T, c.nh, c.D});
-    attention_f32(a, q.data_ptr<float>(), kbuf.data_ptr<float>(), vbuf.data_ptr<float>(), capacity * c.D,
-                  out.data_ptr<float>());
-    at::Tensor ref = reference(a, q, kbuf.narrow(1, 0, a.keys), vbuf.narrow(1, 0, a.keys));
-    EXPECT_TRUE(torch::allclose(out, ref, 1e-4, 1e-5))
-        << "T " << c.T << " heads " << c.nh << "/" << c.nkv << " D " << c.D << " max diff "
-        << (out - ref).abs().max().item<double>();
+  for (Isa isa : paths()) {
+    torch::manual_seed(0);
+    struct Case {
+      int64_t T, nh, nkv, D, position0, window;
+      float softcap;
+    };
+    const Case cases[] = {{1, 1, 1, 1, 0, 0, 0},     {1, 4, 2, 64, 63, 0, 0},   {7, 4, 2, 64, 100, 0, 0},
+                          {8, 16, 8, 128, 5, 0, 0},  {3, 6, 3, 33, 17, 4, 0},   {16, 8, 1, 64, 40, 0, 50.0f},
+                          {5, 2, 2, 7, 0, 3, 20.0f}, {64, 4, 4, 16, 2, 0, 0},  {4, 4, 2, 24, 30, 0, 0},
+                          {9, 2, 1, 256, 20, 0, 0},  {3, 2, 1, 40, 50, 11, 0}};
+    for (const Case& c : cases) {
+      AttentionShape a;
+      a.tokens = c.T;
+      a.heads = c.nh;
+      a.kv_heads = c.nkv;
+      a.head_dim = c.D;
+      a.position0 = c.position0;
+      a.keys = c.position0 + c.T;
+      a.window = c.window;
+      a.scale = 1.0f / std::sqrt(float(c.D));
+      a.softcap = c.softcap;
+      at::Tensor q = torch::randn({c.T, c.nh, c.D});
+      // Keys/values inside a larger buffer, as in the KV cache: [nkv, capacity, D].
+      const int64_t capacity = a.keys + 9;
+      at::Tensor kbuf = torch::randn({c.nkv, capacity, c.D}), vbuf = torch::randn({c.nkv, capacity, c.D});
+      at::Tensor out = torch::empty({c.T, c.nh, c.D});
+      attention_f32_with(isa, a, q.data_ptr<float>(), kbuf.data_ptr<float>(), vbuf.data_ptr<float>(), capacity * c.D,
+                         out.data_ptr<float>());
+      at::Tensor ref = reference(a, q, kbuf.narrow(1, 0, a.keys), vbuf.narrow(1, 0, a.keys));
+      EXPECT_TRUE(torch::allclose(out, ref, 1e-4, 1e-5))
+          << isa_name(isa) << ": T " << c.T << " heads " << c.nh << "/" << c.nkv << " D " << c.D << " max diff "
+          << (out - ref).abs().max().item<double>();
+    }
   }
 }
 
 // Verification scores k drafts in one forward; each row must equal what a one-token step at its
-// position computes, bit for bit (the vector and the scalar paths both).
+// position computes, bit for bit (every path).
 TEST(AttentionKernel, ARowMatchesItsOneTokenStep) {
-  torch::manual_seed(2);
-  for (int64_t D : {64, 33}) {
-    AttentionShape a;
-    a.tokens = 8;
-    a.heads = 4;
-    a.kv_heads = 2;
-    a.head_dim = D;
-    a.position0 = 45;
-    a.keys = a.position0 + a.tokens;
-    a.scale = 1.0f / std::sqrt(float(D));
-    const int64_t capacity = a.keys + 3;
-    at::Tensor q = torch::randn({a.tokens, a.heads, D});
-    at::Tensor k = torch::randn({a.kv_heads, capacity, D}), v = torch::randn({a.kv_heads, capacity, D});
-    at::Tensor all = torch::empty({a.tokens, a.heads, D});
-    attention_f32(a, q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), capacity * D, all.data_ptr<float>());
-    for (int64_t t = 0; t < a.tokens; ++t) {
-      AttentionShape one = a;
-      one.tokens = 1;
-      one.position0 = a.position0 + t;
-      one.keys = one.position0 + 1;
-      at::Tensor qt = q[t].contiguous(), ot = torch::empty({1, a.heads, D});
-      attention_f32(one, qt.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), capacity * D, ot.data_ptr<float>());
-      EXPECT_TRUE(torch::equal(ot[0], all[t])) << "D " << D << " row " << t;
+  for (Isa isa : paths()) {
+    torch::manual_seed(2);
+    for (int64_t D : {64, 33, 24}) {
+      AttentionShape a;
+      a.tokens = 8;
+      a.heads = 4;
+      a.kv_heads = 2;
+      a.head_dim = D;
+      a.position0 = 45;
+      a.keys = a.position0 + a.tokens;
+      a.scale = 1.0f / std::sqrt(float(D));
+      const int64_t capacity = a.keys + 3;
+      at::Tensor q = torch::randn({a.tokens, a.heads, D});
+      at::Tensor k = torch::randn({a.kv_heads, capacity, D}), v = torch::randn({a.kv_heads, capacity, D});
+      at::Tensor all = torch::empty({a.tokens, a.heads, D});
+      attention_f32_with(isa, a, q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), capacity * D,
+                         all.data_ptr<float>());
+      for (int64_t t = 0; t < a.tokens; ++t) {
+        AttentionShape one = a;
+        one.tokens = 1;
+        one.position0 = a.position0 + t;
+        one.keys = one.position0 + 1;
+        at::Tensor qt = q[t].contiguous(), ot = torch::empty({1, a.heads, D});
+        attention_f32_with(isa, one, qt.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), capacity * D,
+                           ot.data_ptr<float>());
+        EXPECT_TRUE(torch::equal(ot[0], all[t])) << isa_name(isa) << ": D " << D << " row " << t;
+      }
     }
   }
 }
