@@ -30,7 +30,7 @@ struct BenchServeArgs {
   std::string prompts_path;
   std::vector<int64_t> concurrency = {1, 2, 4, 8, 16};
   std::vector<std::string> verify = {"fixed", "auto"};
-  int64_t requests_per_client = 4;
+  int64_t requests_per_client = 8;
   int64_t max_new = 64;
   double temperature = 0.0;
   int64_t gamma = 0;
@@ -50,6 +50,10 @@ struct LevelResult {
   double per_request_tps_sum = 0;
   double latency_sum = 0, prompt_ms_sum = 0, predicted_ms_sum = 0;  // over successful requests
   int64_t draft_n = 0, draft_accepted = 0, verify_steps = 0;
+  // The engine's steps during the level: how many, how many auto chose to decode plainly, their
+  // wall time and their target forwards' time.
+  int64_t steps = 0, plain_steps = 0;
+  double step_seconds = 0, forward_seconds = 0;
   std::map<size_t, std::string> texts;  // prompt index -> text (first seen)
 };
 
@@ -128,7 +132,9 @@ int run_bench_serve(const BenchServeArgs& args) {
   }
   EngineOptions eo;
   eo.slots = max_clients;
-  // One configuration's server at a time, each started fresh and warmed up with one request.
+  // One configuration's server at a time, each started fresh and warmed up with one round of
+  // requests at the level's concurrency (allocations, thread pools, and what auto mode's governor
+  // learns of this load: a server that has been running has seen it), then timed.
   BenchServeArgs warm = args;
   warm.requests_per_client = 1;
   // The engine loop runs on this thread (the one that loaded the model, see EngineOptions::
@@ -143,12 +149,19 @@ int run_bench_serve(const BenchServeArgs& args) {
     const int port = server.start();
     LevelResult r;
     std::thread load([&] {
-      run_level(port, prompts, 1, warm);
+      run_level(port, prompts, clients, warm);
+      const EngineCounters before = engine.counters();
       r = run_level(port, prompts, clients, args);
+      const EngineCounters after = engine.counters();
+      r.steps = after.steps - before.steps;
+      r.plain_steps = after.plain_steps - before.plain_steps;
+      r.step_seconds = after.step_seconds - before.step_seconds;
+      r.forward_seconds = after.forward_seconds - before.forward_seconds;
       engine.shutdown(false, std::chrono::milliseconds(0));
     });
     engine.run();
     load.join();
+
     server.stop();
     return r;
   };
@@ -181,7 +194,11 @@ int run_bench_serve(const BenchServeArgs& args) {
                   {"mean_predicted_ms", ok > 0 ? r.predicted_ms_sum / double(ok) : 0.0},
                   {"tau", r.verify_steps > 0 ? double(r.verify_steps + r.draft_accepted) / double(r.verify_steps) : 0.0},
                   {"n_drafted", r.draft_n},
-                  {"n_accepted", r.draft_accepted}};
+                  {"n_accepted", r.draft_accepted},
+                  {"steps", r.steps},
+                  {"plain_steps", r.plain_steps},
+                  {"mean_step_ms", r.steps > 0 ? 1e3 * r.step_seconds / double(r.steps) : 0.0},
+                  {"mean_forward_ms", r.steps > 0 ? 1e3 * r.forward_seconds / double(r.steps) : 0.0}};
       if (args.temperature <= 0) row["outputs_match_plain"] = mismatches == 0;
       results.push_back(row);
     }
@@ -200,7 +217,9 @@ int run_bench_serve(const BenchServeArgs& args) {
   std::cout << fmt::format("{:>5} {:<14} {:>10} {:>12} {:>8} {:>6} {:>10} {:>10} {:>10}  {}\n", "conc", "config", "tok/s",
                            "req tok/s", "speedup", "tau", "latency", "prompt", "generate", "notes");
   for (const auto& r : results) {
-    std::string notes;
+    std::string notes = fmt::format("steps {} (plain {}), {:.2f} ms/step, forward {:.2f} ms ", r["steps"].get<int64_t>(),
+                                    r["plain_steps"].get<int64_t>(), r["mean_step_ms"].get<double>(),
+                                    r["mean_forward_ms"].get<double>());
     if (r["failed"].get<int64_t>() > 0) notes += fmt::format("{} FAILED ", r["failed"].get<int64_t>());
     if (r.contains("outputs_match_plain") && !r["outputs_match_plain"].get<bool>()) notes += "OUTPUT MISMATCH";
     std::cout << fmt::format("{:>5} {:<14} {:>10.1f} {:>12.1f} {:>7.2f}x {:>6.2f} {:>8.1f}ms {:>8.1f}ms {:>8.1f}ms  {}\n",

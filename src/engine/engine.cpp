@@ -186,6 +186,7 @@ void Engine::loop() {
       else if (!slot->sequence->done()) batch.push_back(slot->sequence.get());
     }
     StepReport report;
+    const auto step_start = std::chrono::steady_clock::now();
     if (!batch.empty()) {
       try {
         report = decode_step(target_, batch, step);
@@ -205,6 +206,8 @@ void Engine::loop() {
     lock.lock();
     if (!batch.empty()) {
       ++counters_.steps;
+      counters_.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+      counters_.forward_seconds += report.forward_seconds;
       if (report.drafting_skipped) ++counters_.plain_steps;
       counters_.busy_slot_steps += int64_t(batch.size());
     }

@@ -103,6 +103,7 @@ struct EngineCounters {
   int64_t spec_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_position;  // [k]: drafts accepted at position k
   double prompt_seconds = 0, decode_seconds = 0;
+  double step_seconds = 0, forward_seconds = 0;  // wall time of the steps, of their target forwards
   int64_t processing = 0;        // gauges: requests in a slot / waiting
   int64_t waiting = 0;
 };
