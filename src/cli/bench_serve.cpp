@@ -31,6 +31,7 @@ struct BenchServeArgs {
   std::vector<int64_t> concurrency = {1, 2, 4, 8, 16};
   std::vector<std::string> verify = {"fixed", "auto"};
   int64_t requests_per_client = 8;
+  int64_t rounds = 4;  // each level in this many interleaved rounds of every configuration
   int64_t max_new = 64;
   double temperature = 0.0;
   int64_t gamma = 0;
@@ -57,7 +58,30 @@ struct LevelResult {
   std::map<size_t, std::string> texts;  // prompt index -> text (first seen)
 };
 
-LevelResult run_level(int port, const std::vector<std::string>& prompts, int64_t clients, const BenchServeArgs& a) {
+// Adds one round's results to a level's.
+void accumulate(LevelResult& into, const LevelResult& r) {
+  into.seconds += r.seconds;
+  into.completion_tokens += r.completion_tokens;
+  into.requests += r.requests;
+  into.failed += r.failed;
+  into.per_request_tps_sum += r.per_request_tps_sum;
+  into.latency_sum += r.latency_sum;
+  into.prompt_ms_sum += r.prompt_ms_sum;
+  into.predicted_ms_sum += r.predicted_ms_sum;
+  into.draft_n += r.draft_n;
+  into.draft_accepted += r.draft_accepted;
+  into.verify_steps += r.verify_steps;
+  into.texts.insert(r.texts.begin(), r.texts.end());
+  into.steps += r.steps;
+  into.plain_steps += r.plain_steps;
+  into.step_seconds += r.step_seconds;
+  into.forward_seconds += r.forward_seconds;
+}
+
+// C clients send `requests_per_client` requests each, back to back; request i (counted over all
+// clients) takes prompt (first_prompt + i) mod the prompt count.
+LevelResult run_level(int port, const std::vector<std::string>& prompts, int64_t clients, const BenchServeArgs& a,
+                      int64_t first_prompt = 0) {
   LevelResult r;
   std::mutex mutex;
   std::atomic<int64_t> next{0};
@@ -71,7 +95,7 @@ LevelResult run_level(int port, const std::vector<std::string>& prompts, int64_t
       client.set_tcp_nodelay(true);
       client.set_keep_alive(true);
       for (int64_t i = next++; i < total; i = next++) {
-        const size_t p = size_t(i) % prompts.size();
+        const size_t p = size_t(first_prompt + i) % prompts.size();
         json body = {{"prompt", prompts[p]}, {"max_tokens", a.max_new}, {"temperature", a.temperature}, {"seed", int64_t(i)}};
         const auto t0 = std::chrono::steady_clock::now();
         auto res = client.Post("/v1/completions", body.dump(), "application/json");
@@ -132,15 +156,20 @@ int run_bench_serve(const BenchServeArgs& args) {
   }
   EngineOptions eo;
   eo.slots = max_clients;
-  // One configuration's server at a time, each started fresh and warmed up with one round of
-  // requests at the level's concurrency (allocations, thread pools, and what auto mode's governor
-  // learns of this load: a server that has been running has seen it), then timed.
-  BenchServeArgs warm = args;
+  // One configuration's server at a time, each started fresh and warmed up with one request per
+  // client at the level's concurrency (allocations, thread pools, and what auto mode's governor
+  // learns of this load: a server that has been running has seen it), then timed. A level runs
+  // in `rounds` rounds, every configuration once per round, so that the machine's drift over a
+  // level (shared machines: +-10% over tens of seconds) hits all configurations alike.
+  if (args.rounds < 1 || args.requests_per_client % args.rounds != 0)
+    fail("--requests-per-client ({}) must be a multiple of --rounds ({})", args.requests_per_client, args.rounds);
+  BenchServeArgs warm = args, round = args;
   warm.requests_per_client = 1;
+  round.requests_per_client = args.requests_per_client / args.rounds;
   // The engine loop runs on this thread (the one that loaded the model, see EngineOptions::
   // own_thread); the clients on others.
   eo.own_thread = false;
-  auto run_config = [&](Config& c, int64_t clients) {
+  auto run_config = [&](Config& c, int64_t clients, int64_t first_prompt) {
     c.base.eos_ids = loaded.eos_ids;
     Engine engine(target, c.name == "plain" ? none : drafters, c.base, eo);
     serve::ServerOptions so;
@@ -151,7 +180,7 @@ int run_bench_serve(const BenchServeArgs& args) {
     std::thread load([&] {
       run_level(port, prompts, clients, warm);
       const EngineCounters before = engine.counters();
-      r = run_level(port, prompts, clients, args);
+      r = run_level(port, prompts, clients, round, first_prompt);
       const EngineCounters after = engine.counters();
       r.steps = after.steps - before.steps;
       r.plain_steps = after.plain_steps - before.plain_steps;
@@ -168,8 +197,10 @@ int run_bench_serve(const BenchServeArgs& args) {
 
   json results = json::array();
   for (int64_t clients : args.concurrency) {
-    std::vector<LevelResult> level;
-    for (auto& c : configs) level.push_back(run_config(c, clients));
+    std::vector<LevelResult> level(configs.size());
+    for (int64_t k = 0; k < args.rounds; ++k)
+      for (size_t i = 0; i < configs.size(); ++i)
+        accumulate(level[i], run_config(configs[i], clients, k * clients * round.requests_per_client));
     const double plain_tps = level[0].seconds > 0 ? double(level[0].completion_tokens) / level[0].seconds : 0.0;
     for (size_t i = 0; i < configs.size(); ++i) {
       const LevelResult& r = level[i];
@@ -206,14 +237,15 @@ int run_bench_serve(const BenchServeArgs& args) {
   }
   if (args.json_output) {
     std::cout << json{{"model", args.model_dir}, {"drafter", drafters.label()}, {"max_tokens", args.max_new},
-                      {"temperature", args.temperature}, {"requests_per_client", args.requests_per_client},
+                      {"temperature", args.temperature}, {"requests_per_client", args.requests_per_client}, {"rounds", args.rounds},
                       {"results", results}}
                      .dump(2)
               << "\n";
     return 0;
   }
-  std::cout << fmt::format("{} prompts, max_tokens {}, temperature {}, {} requests per client, drafter {}\n",
-                           prompts.size(), args.max_new, args.temperature, args.requests_per_client, drafters.label());
+  std::cout << fmt::format("{} prompts, max_tokens {}, temperature {}, {} requests per client in {} rounds, drafter {}\n",
+                           prompts.size(), args.max_new, args.temperature, args.requests_per_client, args.rounds,
+                           drafters.label());
   std::cout << fmt::format("{:>5} {:<14} {:>10} {:>12} {:>8} {:>6} {:>10} {:>10} {:>10}  {}\n", "conc", "config", "tok/s",
                            "req tok/s", "speedup", "tau", "latency", "prompt", "generate", "notes");
   for (const auto& r : results) {
@@ -246,6 +278,8 @@ Command add_bench_serve(CLI::App& root) {
       ->delimiter(',')
       ->capture_default_str();
   app->add_option("--requests-per-client", args->requests_per_client, "requests each client sends")->capture_default_str();
+  app->add_option("--rounds", args->rounds, "interleaved rounds per level (divides --requests-per-client)")
+      ->capture_default_str();
   app->add_option("-n,--max-tokens", args->max_new, "max_tokens of every request")->capture_default_str();
   app->add_option("--temp", args->temperature, "temperature (0 = greedy; outputs are then compared with plain)");
   app->add_option("--gamma", args->gamma, "draft tokens per verify step (default: the drafter's block size)");
