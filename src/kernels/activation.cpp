@@ -2,10 +2,10 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cmath>
 
 #include "kernels/avx2_exp.h"
+#include "kernels/avx2_lanes.h"
 #include "kernels/avx512_exp.h"
 #include "kernels/matmul.h"  // best_isa
 #include "kernels/parallel.h"
@@ -28,9 +28,8 @@ __attribute__((target("avx512f"))) void silu_avx512(const float* x, float* y, in
 
 __attribute__((target("avx2,fma"))) void silu_avx2(const float* x, float* y, int64_t begin, int64_t end) {
   const __m256 one = _mm256_set1_ps(1.0f);
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t i = begin; i < end; i += 8) {
-    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::min<int64_t>(end - i, 8))), lane);
+    const __m256i m = avx2_tail_mask(end - i);
     const __m256 v = _mm256_maskload_ps(x + i, m);
     const __m256 e = avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(), v));
     _mm256_maskstore_ps(y + i, m, _mm256_div_ps(v, _mm256_add_ps(one, e)));

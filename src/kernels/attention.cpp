@@ -116,12 +116,7 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
   constexpr int64_t D = NV * 16;
   alignas(64) static const float zeros[kMaxVectorDim] = {};
   const int64_t group = a.heads / a.kv_heads, stride = (a.keys + 15) / 16 * 16;  // scratch: [kRowTile, stride]
-  struct Row {
-    const float* q;
-    float* out;
-    float* p;  // scores, then softmax weights
-    int64_t first, last;
-  };
+  using Row = detail::AttentionRow;
   Row rows[kRowTile];
   for (int64_t g0 = h0; g0 < h1;) {  // heads [g0, g1) of one kv head
     const int64_t g1 = std::min(h1, (g0 / group + 1) * group);
@@ -130,18 +125,7 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
     const int64_t count = (g1 - g0) * a.tokens;
     for (int64_t r0 = 0; r0 < count; r0 += kRowTile) {
       const int64_t n = std::min(kRowTile, count - r0);
-      int64_t lo = INT64_MAX, hi = -1;
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t t = (r0 + i) / (g1 - g0), h = g0 + (r0 + i) % (g1 - g0);
-        Row& r = rows[i];
-        r.last = std::min(a.keys - 1, a.position0 + t);
-        r.first = a.window > 0 ? std::max<int64_t>(0, r.last - a.window + 1) : 0;
-        r.q = q + (t * a.heads + h) * D;
-        r.out = out + (t * a.heads + h) * D;
-        r.p = scratch + i * stride;
-        lo = std::min(lo, r.first / 16 * 16);
-        hi = std::max(hi, r.last);
-      }
+      const auto [lo, hi] = detail::fill_row_tile(a, q, out, D, scratch, stride, g0, g1, r0, n, 16, rows);
       // Scores, block by block over all rows.
       for (int64_t s0 = lo; s0 <= hi; s0 += 16)
         for (int64_t i = 0; i < n; ++i) {

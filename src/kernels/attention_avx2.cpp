@@ -16,6 +16,7 @@
 
 #include "kernels/attention_rows.h"
 #include "kernels/avx2_exp.h"
+#include "kernels/avx2_lanes.h"
 
 namespace dspark::kernels::detail {
 namespace {
@@ -29,11 +30,6 @@ DSPARK_AVX2 __attribute__((always_inline)) inline __m256 reduce8(const __m256* a
   // u0 = [a0 a1 a2 a3 partial sums of the low 128 bits | the same of the high 128 bits]
   const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
-// Lanes [0, n) set, for the masked loads and stores of a tail of n < 8 floats.
-DSPARK_AVX2 inline __m256i tail_mask(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 // p[s] = scale * q . k_s for the block of 8 keys starting at s0 (s0 % 8 == 0); keys past `last`
@@ -58,12 +54,7 @@ DSPARK_AVX2 void attention_rows(const AttentionShape& a, const float* q, const f
   constexpr int64_t D = NV * 8;
   alignas(32) static const float zeros[kAttentionMaxVectorDim] = {};
   const int64_t group = a.heads / a.kv_heads, stride = (a.keys + 15) / 16 * 16;  // scratch: [kAttentionRowTile, stride]
-  struct Row {
-    const float* q;
-    float* out;
-    float* p;  // scores, then softmax weights
-    int64_t first, last;
-  };
+  using Row = AttentionRow;
   Row rows[kAttentionRowTile];
   for (int64_t g0 = h0; g0 < h1;) {  // heads [g0, g1) of one kv head
     const int64_t g1 = std::min(h1, (g0 / group + 1) * group);
@@ -72,18 +63,7 @@ DSPARK_AVX2 void attention_rows(const AttentionShape& a, const float* q, const f
     const int64_t count = (g1 - g0) * a.tokens;
     for (int64_t r0 = 0; r0 < count; r0 += kAttentionRowTile) {
       const int64_t n = std::min(kAttentionRowTile, count - r0);
-      int64_t lo = INT64_MAX, hi = -1;
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t t = (r0 + i) / (g1 - g0), h = g0 + (r0 + i) % (g1 - g0);
-        Row& r = rows[i];
-        r.last = std::min(a.keys - 1, a.position0 + t);
-        r.first = a.window > 0 ? std::max<int64_t>(0, r.last - a.window + 1) : 0;
-        r.q = q + (t * a.heads + h) * D;
-        r.out = out + (t * a.heads + h) * D;
-        r.p = scratch + i * stride;
-        lo = std::min(lo, r.first / 8 * 8);
-        hi = std::max(hi, r.last);
-      }
+      const auto [lo, hi] = fill_row_tile(a, q, out, D, scratch, stride, g0, g1, r0, n, 8, rows);
       // Scores, block by block over all rows.
       for (int64_t s0 = lo; s0 <= hi; s0 += 8)
         for (int64_t i = 0; i < n; ++i) {
@@ -102,14 +82,14 @@ DSPARK_AVX2 void attention_rows(const AttentionShape& a, const float* q, const f
         const __m256 mx = _mm256_set1_ps(max_score);
         __m256 sum = _mm256_setzero_ps();
         for (int64_t s = r.first; s <= r.last; s += 8) {
-          const __m256i m = tail_mask(r.last + 1 - s);
+          const __m256i m = avx2_tail_mask(r.last + 1 - s);
           const __m256 e = _mm256_and_ps(avx2_exp(_mm256_sub_ps(_mm256_maskload_ps(p + s, m), mx)), _mm256_castsi256_ps(m));
           _mm256_maskstore_ps(p + s, m, e);
           sum = _mm256_add_ps(sum, e);
         }
         const __m256 inv = _mm256_set1_ps(1.0f / avx2_sum(sum));
         for (int64_t s = r.first; s <= r.last; s += 8) {
-          const __m256i m = tail_mask(r.last + 1 - s);
+          const __m256i m = avx2_tail_mask(r.last + 1 - s);
           _mm256_maskstore_ps(p + s, m, _mm256_mul_ps(_mm256_maskload_ps(p + s, m), inv));
         }
         std::fill(r.out, r.out + D, 0.0f);
@@ -156,7 +136,7 @@ DSPARK_AVX2 float dot_avx2(const float* a, const float* b, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
   if (i < n) {
-    const __m256i m = tail_mask(n - i);
+    const __m256i m = avx2_tail_mask(n - i);
     acc = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), acc);
   }
   return avx2_sum(acc);
@@ -167,7 +147,7 @@ DSPARK_AVX2 void axpy_avx2(float w, const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
   if (i < n) {
-    const __m256i m = tail_mask(n - i);
+    const __m256i m = avx2_tail_mask(n - i);
     _mm256_maskstore_ps(y + i, m, _mm256_fmadd_ps(wv, _mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m)));
   }
 }

@@ -37,12 +37,4 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 avx2_exp(__m256
   return _mm256_blendv_ps(_mm256_andnot_ps(underflow, y), _mm256_set1_ps(__builtin_inff()), overflow);
 }
 
-// Horizontal sum of 8 float lanes.
-__attribute__((target("avx2,fma"), always_inline)) inline float avx2_sum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 }  // namespace dspark::kernels

@@ -10,6 +10,7 @@
 // chosen at run time with __builtin_cpu_supports.
 #include "kernels/matmul.h"
 
+#include "kernels/avx2_lanes.h"
 #include "kernels/avx512_sum.h"
 #include "kernels/matmul_amx.h"
 #include "kernels/parallel.h"
@@ -112,12 +113,6 @@ DSPARK_AVX2 inline __m256 avx2_load8(const uint16_t* p) {
   // bf16 -> f32: zero-extend to 32 bits and move into the upper half.
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-}
-DSPARK_AVX2 inline float avx2_sum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 template <int MR, int NR, class WT>
