@@ -24,6 +24,7 @@ struct BenchArgs {
   std::string prompts_path;
   std::vector<std::string> drafter_dirs;
   std::vector<std::string> draft_kinds;  // "ngram"
+  std::vector<int64_t> draft_vocabs{0};   // each -d drafter with each (0: as stored)
   std::vector<std::string> draft_models;
   int64_t max_new = 128;
   int64_t gamma = 0;
@@ -103,16 +104,18 @@ int run_bench(const BenchArgs& args) {
   const std::vector<std::string> verify_modes = args.verify.empty() ? std::vector<std::string>{""} : args.verify;
   const LoadOptions draft_load{args.runtime.dtype, args.runtime.device};
   for (const auto& dir : args.drafter_dirs) {
-    auto factory = std::make_shared<DrafterFactory>(DrafterChoice{dir, "", ""}, target, draft_load);
-    if (args.gamma > factory->block_size())
-      fail("--gamma {} exceeds the block size {} of drafter {}", args.gamma, factory->block_size(), dir);
-    // With several modes, a drafter without a confidence head runs once (fixed: the others need it).
-    const bool once = verify_modes.size() > 1 && !factory->dspark()->config().confidence;
-    for (const auto& mode : once ? std::vector<std::string>{"fixed"} : verify_modes) {
-      methods.push_back({dir, factory->kind(), factory});
-      methods.back().options.conf_min = args.conf_min;
-      prepare_verify(methods.back().options, *methods.back().setup, mode, target, args.model_dir, factory->dspark(), dir,
-                     "", args.json);
+    for (int64_t draft_vocab : args.draft_vocabs) {
+      auto factory = std::make_shared<DrafterFactory>(DrafterChoice{dir, "", "", draft_vocab}, target, draft_load);
+      if (args.gamma > factory->block_size())
+        fail("--gamma {} exceeds the block size {} of drafter {}", args.gamma, factory->block_size(), dir);
+      // With several modes, a drafter without a confidence head runs once (fixed: the others need it).
+      const bool once = verify_modes.size() > 1 && !factory->dspark()->config().confidence;
+      for (const auto& mode : once ? std::vector<std::string>{"fixed"} : verify_modes) {
+        methods.push_back({factory->label(), factory->kind(), factory});
+        methods.back().options.conf_min = args.conf_min;
+        prepare_verify(methods.back().options, *methods.back().setup, mode, target, args.model_dir, factory->dspark(), dir,
+                       "", args.json);
+      }
     }
   }
   for (const auto& kind : args.draft_kinds)
@@ -237,6 +240,10 @@ Command add_bench(CLI::App& root) {
   app->add_option("--prompts", args->prompts_path, "prompts, JSON lines with a \"prompt\" field")->required();
   app->add_option("-d,--drafter", args->drafter_dirs, "DSpark / DFlash drafter directories");
   app->add_option("--draft", args->draft_kinds, "model-free drafters: ngram");
+  app->add_option("--draft-vocab", args->draft_vocabs,
+                  "run each -d drafter cut to each of these draft vocabularies (0: as stored; docs/drafter.md)")
+      ->delimiter(',')
+      ->capture_default_str();
   app->add_option("--draft-model", args->draft_models, "small draft LMs sharing the target's tokenizer");
   app->add_option("-n,--n-predict", args->max_new, "tokens per prompt")->capture_default_str();
   app->add_option("--gamma", args->gamma, "draft tokens per verify step (default: the drafter's block size)");

@@ -27,6 +27,7 @@ using json = nlohmann::json;
 struct BenchServeArgs {
   std::string model_dir;
   std::string drafter_dir, draft_kind, draft_model_dir;
+  int64_t draft_vocab = 0;  // --draft-vocab: cut the drafter at load (0: as stored)
   std::string prompts_path;
   std::vector<int64_t> concurrency = {1, 2, 4, 8, 16};
   std::vector<std::string> verify = {"fixed", "auto"};
@@ -141,7 +142,7 @@ int run_bench_serve(const BenchServeArgs& args) {
     if (c < 1) fail("--concurrency values must be >= 1");
   const int64_t max_clients = *std::max_element(args.concurrency.begin(), args.concurrency.end());
   DrafterFactory none({}, target);
-  DrafterFactory drafters({args.drafter_dir, args.draft_kind, args.draft_model_dir}, target,
+  DrafterFactory drafters({args.drafter_dir, args.draft_kind, args.draft_model_dir, args.draft_vocab}, target,
                           LoadOptions{args.runtime.dtype, args.runtime.device});
   std::vector<Config> configs;
   configs.push_back({"plain"});
@@ -272,6 +273,8 @@ Command add_bench_serve(CLI::App& root) {
   app->add_option("--prompts", args->prompts_path, "prompts, JSON lines with a \"prompt\" field")->required();
   app->add_option("-d,--drafter", args->drafter_dir, "DSpark / DFlash drafter directory");
   app->add_option("--draft", args->draft_kind, "model-free drafter: ngram");
+  app->add_option("--draft-vocab", args->draft_vocab,
+                  "cut the -d drafter at load to its N most frequent tokens (token_counts.json beside it; docs/drafter.md)");
   app->add_option("--draft-model", args->draft_model_dir, "small draft LM sharing the target's tokenizer");
   app->add_option("--concurrency", args->concurrency, "client counts (comma list)")->delimiter(',')->capture_default_str();
   app->add_option("--verify", args->verify, "verify modes of the drafter to compare (comma list)")

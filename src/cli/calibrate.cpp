@@ -51,7 +51,7 @@ int run_calibrate(const CalibrateArgs& args) {
   const int64_t g = drafter->config().max_drafts();
   const auto before = calibration_metrics(data, std::vector<double>(size_t(g), 1.0));
   Calibration cal = fit_sts(data, g);
-  cal.drafter = drafter->fingerprint();
+  cal.drafter = drafter->calibration_fingerprint();
   const auto after = calibration_metrics(data, cal.temperatures);
   save_calibration(args.out_path, cal, before, after);
   const std::string svg = args.svg_path.empty() ? std::filesystem::path(args.out_path).replace_extension(".svg").string()

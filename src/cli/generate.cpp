@@ -22,6 +22,7 @@ struct GenerateArgs {
   SamplingParams sampling;
   bool json = false;
   std::string drafter_dir;
+  int64_t draft_vocab = 0;  // --draft-vocab: cut the drafter at load (0: as stored)
   std::string draft_kind;
   std::string draft_model_dir;
   int64_t gamma = 0;
@@ -49,7 +50,7 @@ int run_generate(const GenerateArgs& args) {
     if (std::find(loaded.eos_ids.begin(), loaded.eos_ids.end(), token) != loaded.eos_ids.end()) return;
     std::cout << stream.push(TokenId(token)) << std::flush;
   };
-  DrafterFactory factory({args.drafter_dir, args.draft_kind, args.draft_model_dir}, *loaded.model,
+  DrafterFactory factory({args.drafter_dir, args.draft_kind, args.draft_model_dir, args.draft_vocab}, *loaded.model,
                          LoadOptions{args.runtime.dtype, args.runtime.device});
   if (factory.block_size() > 0 && args.gamma > factory.block_size())
     fail("--gamma {} exceeds the drafter's block size {}", args.gamma, factory.block_size());
@@ -135,6 +136,8 @@ Command add_generate(CLI::App& root) {
   app->add_option("--seed", args->sampling.seed, "random seed");
   app->add_option("-d,--drafter", args->drafter_dir, "DSpark / DFlash drafter directory (speculative decoding)");
   app->add_option("--draft", args->draft_kind, "model-free drafter: ngram (prompt lookup)");
+  app->add_option("--draft-vocab", args->draft_vocab,
+                  "cut the -d drafter at load to its N most frequent tokens (token_counts.json beside it; docs/drafter.md)");
   app->add_option("--draft-model", args->draft_model_dir, "small draft LM sharing the target's tokenizer");
   app->add_option("--gamma", args->gamma, "draft tokens per verify step (default: the drafter's block size)");
   app->add_option("--verify", args->verify, "fixed | threshold | sts | auto (default: auto with a confidence head)");

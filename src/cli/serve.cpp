@@ -44,6 +44,7 @@ bool wait_for_stop_signal() {
 struct ServeArgs {
   std::string model_dir;
   std::string drafter_dir, draft_kind, draft_model_dir;
+  int64_t draft_vocab = 0;  // --draft-vocab: cut the drafter at load (0: as stored)
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string alias;
@@ -69,7 +70,7 @@ int run_serve(const ServeArgs& args) {
 
   LoadedModel loaded = load_model_dir(args.model_dir, args.runtime);
   Transformer& target = *loaded.model;
-  DrafterFactory drafters({args.drafter_dir, args.draft_kind, args.draft_model_dir}, target,
+  DrafterFactory drafters({args.drafter_dir, args.draft_kind, args.draft_model_dir, args.draft_vocab}, target,
                           LoadOptions{args.runtime.dtype, args.runtime.device});
   if (drafters.block_size() > 0 && args.gamma > drafters.block_size())
     fail("--gamma {} exceeds the drafter's block size {}", args.gamma, drafters.block_size());
@@ -123,6 +124,8 @@ Command add_serve(CLI::App& root) {
   app->add_option("-m,--model", args->model_dir, "target model directory")->required();
   app->add_option("-d,--drafter", args->drafter_dir, "DSpark / DFlash drafter directory");
   app->add_option("--draft", args->draft_kind, "model-free drafter: ngram");
+  app->add_option("--draft-vocab", args->draft_vocab,
+                  "cut the -d drafter at load to its N most frequent tokens (token_counts.json beside it; docs/drafter.md)");
   app->add_option("--draft-model", args->draft_model_dir, "small draft LM sharing the target's tokenizer");
   app->add_option("--host", args->host, "address to bind (default 127.0.0.1: this machine only)")->capture_default_str();
   app->add_option("--port", args->port, "port (0: any free port)")->capture_default_str();

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "util/error.h"
 
@@ -52,6 +54,35 @@ at::Tensor read_d2t(const io::TensorStore& store, int64_t n, int64_t vocab) {
   at::Tensor d2t = torch::from_blob(const_cast<void*>(view.data), view.shape, torch::kInt64).clone();
   check_d2t(d2t, n, vocab, view.file);
   return d2t;
+}
+
+std::vector<int64_t> read_token_counts(const std::string& path, int64_t vocab) {
+  using nlohmann::json;
+  const json j = json::parse(io::read_text_file(path), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("counts") || !j["counts"].is_array())
+    fail("{}: not a token counts file (a JSON object with a \"counts\" array)", path);
+  if (int64_t(j["counts"].size()) != vocab)
+    fail("{}: {} counts, but the target's vocabulary has {} tokens", path, j["counts"].size(), vocab);
+  std::vector<int64_t> counts;
+  counts.reserve(size_t(vocab));
+  for (const json& c : j["counts"]) {
+    if (!c.is_number_integer() || c.get<int64_t>() < 0) fail("{}: counts must be integers >= 0", path);
+    counts.push_back(c.get<int64_t>());
+  }
+  return counts;
+}
+
+void write_token_counts(const std::string& path, const std::vector<int64_t>& counts) {
+  io::write_text_atomic(path, nlohmann::json{{"counts", counts}}.dump() + "\n");
+}
+
+double draft_vocab_coverage(const std::vector<int64_t>& counts, const at::Tensor& d2t) {
+  int64_t total = 0, kept = 0;
+  for (int64_t c : counts) total += c;
+  const at::Tensor ids = d2t.to(torch::kCPU).contiguous();
+  const int64_t* id = ids.data_ptr<int64_t>();
+  for (int64_t j = 0; j < ids.numel(); ++j) kept += counts.at(size_t(id[j]));
+  return total > 0 ? double(kept) / double(total) : 0.0;
 }
 
 at::Tensor target_to_draft(const at::Tensor& d2t, int64_t vocab) {

@@ -31,6 +31,16 @@ void check_d2t(const at::Tensor& d2t, int64_t n, int64_t vocab, const std::strin
 // The d2t tensor of a drafter's tensor store, checked as above (the error names its file).
 at::Tensor read_d2t(const io::TensorStore& store, int64_t n, int64_t vocab);
 
+// Token counts kept beside a drafter (`dspark convert --draft-vocab`), so that the same cut can be
+// made again, or at load time (`--draft-vocab N`), without the regenerated data:
+// {"counts": [V integers >= 0]}, one per target id.
+inline constexpr const char* kTokenCountsFile = "token_counts.json";
+// One-line dspark::Error naming `path` unless it holds exactly `vocab` counts.
+std::vector<int64_t> read_token_counts(const std::string& path, int64_t vocab);
+void write_token_counts(const std::string& path, const std::vector<int64_t>& counts);
+// The share of all counted tokens whose id is in d2t, in [0, 1] (0 when nothing was counted).
+double draft_vocab_coverage(const std::vector<int64_t>& counts, const at::Tensor& d2t);
+
 // The inverse map t2d [vocab] int64: the draft id of every target id, -1 outside the draft vocabulary.
 at::Tensor target_to_draft(const at::Tensor& d2t, int64_t vocab);
 

@@ -341,10 +341,29 @@ DSparkDrafter::Context DSparkDrafter::new_context() const {
   Context ctx;
   auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(inv_freq_.device());
   for (int64_t i = 0; i < config_.num_layers; ++i) {
-    ctx.keys.push_back(torch::zeros({1, config_.kv_heads(), 0, config_.head_dim}, opts));
-    ctx.values.push_back(torch::zeros({1, config_.kv_heads(), 0, config_.head_dim}, opts));
+    ctx.key_buffer.push_back(torch::zeros({1, config_.kv_heads(), 0, config_.head_dim}, opts));
+    ctx.value_buffer.push_back(torch::zeros({1, config_.kv_heads(), 0, config_.head_dim}, opts));
+    ctx.keys.push_back(ctx.key_buffer.back());
+    ctx.values.push_back(ctx.value_buffer.back());
   }
+  reserve_context(ctx, config_.block_size);  // room for a block's own keys/values from the start
   return ctx;
+}
+
+void DSparkDrafter::reserve_context(Context& ctx, int64_t positions) const {
+  const int64_t cap = ctx.capacity();
+  if (positions <= cap) return;
+  const int64_t grown = std::max<int64_t>({positions, 2 * cap, 256});
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    for (auto* buffers : {&ctx.key_buffer, &ctx.value_buffer}) {
+      at::Tensor& old = (*buffers)[size_t(i)];
+      at::Tensor fresh = torch::zeros({1, old.size(1), grown, old.size(3)}, old.options());
+      fresh.narrow(2, 0, ctx.length).copy_(old.narrow(2, 0, ctx.length));
+      old = fresh;
+    }
+    ctx.keys[size_t(i)] = ctx.key_buffer[size_t(i)].narrow(2, 0, ctx.length);
+    ctx.values[size_t(i)] = ctx.value_buffer[size_t(i)].narrow(2, 0, ctx.length);
+  }
 }
 
 void DSparkDrafter::extend_context(Context& ctx, const at::Tensor& features) const {
@@ -353,19 +372,25 @@ void DSparkDrafter::extend_context(Context& ctx, const at::Tensor& features) con
   if (n == 0) return;
   if (features.size(-1) != feature_width())
     fail("drafter context features have width {}, expected {}", features.size(-1), feature_width());
-  std::vector<at::Tensor> keys, values;
+  // Room for the new rows and for the next block's own g keys/values (block_hidden_cpu).
+  reserve_context(ctx, ctx.length + n + config_.block_size);
   if (features.device().is_cpu() && n <= kFastContextRows && cpu_fast_paths_enabled()) {
-    context_kv_cpu(features.to(torch::kFloat32).contiguous(), ctx.length, keys, values);
+    context_kv_cpu(features.to(torch::kFloat32).contiguous(), ctx);
   } else {
+    std::vector<at::Tensor> keys, values;
     at::Tensor positions =
         torch::arange(ctx.length, ctx.length + n, torch::TensorOptions().dtype(torch::kInt64).device(features.device()));
     context_kv(features.unsqueeze(0), positions, keys, values);
-  }
-  for (int64_t i = 0; i < config_.num_layers; ++i) {
-    ctx.keys[i] = torch::cat({ctx.keys[i], keys[i]}, 2);
-    ctx.values[i] = torch::cat({ctx.values[i], values[i]}, 2);
+    for (int64_t i = 0; i < config_.num_layers; ++i) {
+      ctx.key_buffer[size_t(i)].narrow(2, ctx.length, n).copy_(keys[size_t(i)]);
+      ctx.value_buffer[size_t(i)].narrow(2, ctx.length, n).copy_(values[size_t(i)]);
+    }
   }
   ctx.length += n;
+  for (int64_t i = 0; i < config_.num_layers; ++i) {
+    ctx.keys[size_t(i)] = ctx.key_buffer[size_t(i)].narrow(2, 0, ctx.length);
+    ctx.values[size_t(i)] = ctx.value_buffer[size_t(i)].narrow(2, 0, ctx.length);
+  }
 }
 
 DSparkDrafter::Draft DSparkDrafter::draft(const Transformer& target, const Context& ctx, int64_t anchor_token, int64_t n,
@@ -534,7 +559,9 @@ at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Cont
 
   std::vector<float> h = buffer(g * d), q = buffer(g * qd), kb = buffer(g * kvd), vb = buffer(g * kvd);
   std::vector<float> att = buffer(g * qd), tmp = buffer(g * d), gate = buffer(g * F), up = buffer(g * F);
-  std::vector<float> all_k = buffer(nkv * (N + g) * hd), all_v = buffer(nkv * (N + g) * hd);
+  const int64_t cap = ctx.capacity();
+  if (cap < N + g || !ctx.key_buffer[0].is_contiguous())
+    fail("internal: the drafter context has no room for a block ({} of {} positions)", N + g, cap);
   const float scale = float(1.0 / std::sqrt(double(hd)));
   for (int64_t l = 0; l < c.num_layers; ++l) {
     rms_norm_rows(x, g, d, ptr(layer_name(l, "attn_norm")), eps, h.data());
@@ -556,20 +583,17 @@ at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Cont
       }
     }
     // Attention: each slot sees all N context positions and all g slots; query head j reads
-    // key/value head j / group. Context keys/values are [1, nkv, N, hd] contiguous; with the
-    // block's own keys/values appended they form [nkv, N + g, hd] for the attention kernel, where
+    // key/value head j / group. The block's own keys/values go just past the context in its
+    // buffers ([1, nkv, capacity, hd], room reserved by extend_context; scratch that the next
+    // append overwrites), so the kernel reads [nkv, N + g, hd] with a head stride of capacity * hd;
     // position0 = N + g - 1 makes every key visible to every slot.
-    const at::Tensor ck = ctx.keys[size_t(l)].contiguous(), cv = ctx.values[size_t(l)].contiguous();
-    for (int64_t jk = 0; jk < nkv; ++jk) {
-      float* kd = all_k.data() + jk * (N + g) * hd;
-      float* vd = all_v.data() + jk * (N + g) * hd;
-      std::copy(ck.data_ptr<float>() + jk * N * hd, ck.data_ptr<float>() + (jk + 1) * N * hd, kd);
-      std::copy(cv.data_ptr<float>() + jk * N * hd, cv.data_ptr<float>() + (jk + 1) * N * hd, vd);
+    float* keys_all = ctx.key_buffer[size_t(l)].data_ptr<float>();
+    float* values_all = ctx.value_buffer[size_t(l)].data_ptr<float>();
+    for (int64_t jk = 0; jk < nkv; ++jk)
       for (int64_t k = 0; k < g; ++k) {
-        std::copy_n(kb.data() + (k * nkv + jk) * hd, hd, kd + (N + k) * hd);
-        std::copy_n(vb.data() + (k * nkv + jk) * hd, hd, vd + (N + k) * hd);
+        std::copy_n(kb.data() + (k * nkv + jk) * hd, hd, keys_all + (jk * cap + N + k) * hd);
+        std::copy_n(vb.data() + (k * nkv + jk) * hd, hd, values_all + (jk * cap + N + k) * hd);
       }
-    }
     kernels::AttentionShape shape;
     shape.tokens = g;
     shape.heads = nh;
@@ -578,7 +602,7 @@ at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Cont
     shape.keys = N + g;
     shape.position0 = N + g - 1;
     shape.scale = scale;
-    kernels::attention_f32(shape, q.data(), all_k.data(), all_v.data(), (N + g) * hd, att.data());
+    kernels::attention_f32(shape, q.data(), keys_all, values_all, cap * hd, att.data());
     matmul_rows(layer_name(l, "o_proj"), att.data(), g, tmp.data());
     for (int64_t i = 0; i < g * d; ++i) x[i] += tmp[size_t(i)];
     rms_norm_rows(x, g, d, ptr(layer_name(l, "ffn_norm")), eps, h.data());
@@ -594,12 +618,13 @@ at::Tensor DSparkDrafter::block_hidden_cpu(const Transformer& target, const Cont
 }
 
 // context_kv() for a few new rows on the CPU (speculative decoding's commit of <= g + 1 tokens) on
-// raw float32 rows. features [n, F] contiguous -> per layer keys/values [1, heads, n, hd].
-void DSparkDrafter::context_kv_cpu(const at::Tensor& features, int64_t position0, std::vector<at::Tensor>& keys,
-                                   std::vector<at::Tensor>& values) const {
+// raw float32 rows, written straight into the context's buffers. features [n, F] contiguous.
+void DSparkDrafter::context_kv_cpu(const at::Tensor& features, Context& ctx) const {
   const auto& c = config_;
   const int64_t n = features.size(0), d = c.width, nh = c.kv_heads(), hd = c.head_dim;
   const int64_t qd = nh * hd;  // key/value heads only
+  const int64_t position0 = ctx.length, cap = ctx.capacity();
+  if (cap < position0 + n) fail("internal: the drafter context has no room for {} rows", n);
   const float eps = float(c.rms_norm_eps);
   auto ptr = [&](const std::string& name) { return param(name).data_ptr<float>(); };
   std::vector<float> rows(static_cast<size_t>(n * d)), k(static_cast<size_t>(n * qd)), v(static_cast<size_t>(n * qd));
@@ -607,24 +632,21 @@ void DSparkDrafter::context_kv_cpu(const at::Tensor& features, int64_t position0
   rms_norm_rows(rows.data(), n, d, ptr("ctx.norm"), eps, rows.data());
   std::vector<float> cos(static_cast<size_t>(n * hd)), sin(static_cast<size_t>(n * hd));
   rope_rows(inv_freq_.data_ptr<float>(), position0, n, hd, cos.data(), sin.data());
-  keys.clear();
-  values.clear();
   for (int64_t l = 0; l < c.num_layers; ++l) {
     matmul_rows(layer_name(l, "k_proj"), rows.data(), n, k.data());
     matmul_rows(layer_name(l, "v_proj"), rows.data(), n, v.data());
     const float* k_norm = ptr(layer_name(l, "k_norm"));
-    at::Tensor kt = torch::empty({1, nh, n, hd}), vt = torch::empty({1, nh, n, hd});  // [1, nh, n, hd]
+    float* kt = ctx.key_buffer[size_t(l)].data_ptr<float>();    // [1, nh, cap, hd]
+    float* vt = ctx.value_buffer[size_t(l)].data_ptr<float>();
     for (int64_t t = 0; t < n; ++t)
       for (int64_t j = 0; j < nh; ++j) {
         float* kh = k.data() + (t * nh + j) * hd;
         rms_norm_rows(kh, 1, hd, k_norm, eps, kh);
         rope_row(kh, hd, cos.data() + t * hd, sin.data() + t * hd);
-        std::copy(kh, kh + hd, kt.data_ptr<float>() + (j * n + t) * hd);
+        std::copy(kh, kh + hd, kt + (j * cap + position0 + t) * hd);
         const float* vh = v.data() + (t * nh + j) * hd;
-        std::copy(vh, vh + hd, vt.data_ptr<float>() + (j * n + t) * hd);
+        std::copy(vh, vh + hd, vt + (j * cap + position0 + t) * hd);
       }
-    keys.push_back(kt);
-    values.push_back(vt);
   }
 }
 
@@ -779,6 +801,23 @@ at::Tensor read_float_tensor(const io::TensorStore& store, const std::string& na
   at::Tensor out = src.to(torch::kFloat32).clone();
   if (!torch::isfinite(out).all().item<bool>()) fail("{}: tensor {} holds NaN or infinity", view.file, name);
   return out;
+}
+
+std::unique_ptr<DSparkDrafter> DSparkDrafter::with_draft_vocab(Transformer& target, const at::Tensor& d2t) const {
+  if (d2t_.defined()) fail("the drafter already has a draft vocabulary of {} tokens", config_.draft_vocab_size);
+  if (!(TargetIdentity::of(target) == target_)) fail("with_draft_vocab: the drafter was made for another target");
+  DSparkConfig reduced = config_;
+  reduced.draft_vocab_size = d2t.numel();
+  if (reduced.draft_vocab_size < 1 || reduced.draft_vocab_size >= target_.vocab_size)
+    fail("a draft vocabulary must hold 1 to {} tokens, not {}", target_.vocab_size - 1, reduced.draft_vocab_size);
+  check_d2t(d2t, reduced.draft_vocab_size, target_.vocab_size, "draft vocabulary");
+  const at::Tensor ids = d2t.to(torch::kInt64).to(inv_freq_.device());
+  auto cut = from_parameters(reduced, target, [&](const std::string& name, const std::vector<int64_t>&) {
+    const at::Tensor& p = param(name);
+    return name == "markov.w2" ? p.index_select(0, ids).to(torch::kCPU).contiguous() : p.to(torch::kCPU);
+  }, d2t.to(torch::kInt64).contiguous());
+  cut->cut_from_ = calibration_fingerprint();
+  return cut;
 }
 
 std::unique_ptr<DSparkDrafter> DSparkDrafter::from_parameters(DSparkConfig config, Transformer& target,

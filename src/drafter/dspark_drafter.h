@@ -48,6 +48,11 @@ class DSparkDrafter {
   // `d2t`: the draft vocabulary when config.draft_vocab_size > 0 (see the constructor).
   static std::unique_ptr<DSparkDrafter> from_parameters(DSparkConfig config, Transformer& target,
                                                         const ParameterSource& source, const at::Tensor& d2t = {});
+  // This whole-vocabulary drafter restricted to the draft vocabulary d2t [Vd] (drafter/draft_vocab.h):
+  // the same parameters with Markov W2 cut to the rows of d2t. The reduced drafter's logits are the
+  // full drafter's logits at those ids, so its greedy drafts are the same whenever the full
+  // drafter's choice is among them.
+  std::unique_ptr<DSparkDrafter> with_draft_vocab(Transformer& target, const at::Tensor& d2t) const;
   // Writes dspark.json + drafter safetensors (f32 or bf16; d2t as I64 when there is one) atomically.
   void save(const std::string& dir, c10::ScalarType dtype = c10::kFloat) const;
 
@@ -59,6 +64,11 @@ class DSparkDrafter {
   int64_t parameter_count() const;
   // Hash of config and parameters: identifies this drafter in calibration files.
   std::string fingerprint() const;
+  // The fingerprint its calibration files carry: its own, or for a drafter cut by
+  // with_draft_vocab() (at load, `--draft-vocab N`), the whole drafter's, whose confidence head it
+  // keeps unchanged (its drafts, and so the head's inputs, differ only where the whole drafter
+  // chose a token outside the draft vocabulary).
+  std::string calibration_fingerprint() const { return cut_from_.empty() ? fingerprint() : cut_from_; }
   void to(c10::Device device);
 
   // The target hidden states this drafter reads, and the features it builds from them.
@@ -80,9 +90,15 @@ class DSparkDrafter {
 
   // ---- Inference ----
   // Context keys/values of every layer for the positions seen so far. Roll back with truncate().
+  // Keys/values live in per-layer buffers [1, heads, capacity, hd] that grow by doubling; `keys`
+  // and `values` are views of their first N positions. Appending a few rows then writes them in
+  // place (no copy of the whole context per verify cycle; a copied Context shares its buffers), and a CPU draft block writes its own
+  // g keys/values just past N, where its attention reads them together with the context.
   struct Context {
-    std::vector<at::Tensor> keys, values;  // per layer [1, heads, N, hd]
+    std::vector<at::Tensor> keys, values;               // per layer [1, heads, N, hd] (views)
+    std::vector<at::Tensor> key_buffer, value_buffer;   // per layer [1, heads, capacity, hd]
     int64_t length = 0;
+    int64_t capacity() const { return key_buffer.empty() ? 0 : key_buffer[0].size(2); }
     void truncate(int64_t n);
   };
   Context new_context() const;
@@ -132,8 +148,10 @@ class DSparkDrafter {
   at::Tensor rnn_step(const at::Tensor& state, const at::Tensor& prev_embedding, const at::Tensor& hidden,
                       at::Tensor& output) const;
   // context_kv() for a few rows on the CPU: features [n, F] float32 contiguous.
-  void context_kv_cpu(const at::Tensor& features, int64_t position0, std::vector<at::Tensor>& keys,
-                      std::vector<at::Tensor>& values) const;
+  // Writes the keys/values of positions context.length .. + n - 1 into its buffers (room reserved).
+  void context_kv_cpu(const at::Tensor& features, Context& context) const;
+  // Grows the context's buffers to hold at least `positions` positions (doubling).
+  void reserve_context(Context& context, int64_t positions) const;
   // backbone() for one block at inference on the CPU (`layers` context, float32 raw rows): [g, d].
   at::Tensor block_hidden_cpu(const Transformer& target, const Context& context, int64_t anchor_token) const;
   // draft()'s walk for the none/vanilla heads on the CPU: base logits [n, Vd], hidden [n, d].
@@ -147,6 +165,7 @@ class DSparkDrafter {
   at::Tensor inv_freq_;
   at::Tensor d2t_;        // [Vd] int64 on the drafter's device; undefined: the whole vocabulary
   at::Tensor head_rows_;  // [Vd, H] the target's LM-head rows of d2t (its dtype and device)
+  std::string cut_from_;  // with_draft_vocab(): the whole drafter's fingerprint
   // y[m, n] = x[m, k] W^T for the 2-D parameter `name` [n, k] (float32 rows): through its packed
   // bf16 copy when it has one, else the float32 kernel.
   void matmul_rows(const std::string& name, const float* x, int64_t m, float* y) const;

@@ -17,6 +17,10 @@ struct DrafterChoice {
   std::string dspark_dir;       // -d: a DSpark / DFlash drafter directory
   std::string kind;             // --draft: a model-free drafter ("ngram")
   std::string draft_model_dir;  // --draft-model: a small LM sharing the target's tokenizer
+  // --draft-vocab N > 0 with -d: cut a whole-vocabulary drafter at load to its N most frequent
+  // tokens, as counted in the token_counts.json beside it (drafter/draft_vocab.h); a drafter
+  // that already has a draft vocabulary must have N tokens.
+  int64_t draft_vocab = 0;
   bool empty() const { return dspark_dir.empty() && kind.empty() && draft_model_dir.empty(); }
 };
 
@@ -39,6 +43,9 @@ class DrafterFactory {
   int64_t block_size() const;  // 0: unlimited / none
 
  private:
+  // The whole-vocabulary drafter loaded from `dir` replaced by its cut to `n` tokens.
+  void cut_draft_vocab(const std::string& dir, int64_t n);
+
   Transformer& target_;
   std::string kind_ = "none", label_ = "none";
   std::shared_ptr<DSparkDrafter> dspark_;

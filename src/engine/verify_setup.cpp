@@ -23,7 +23,7 @@ void prepare_verify(SpecOptions& o, VerifySetup& setup, const std::string& mode,
   if (cal.empty() && fs::exists(fs::path(drafter_dir) / "calibration.json"))
     cal = (fs::path(drafter_dir) / "calibration.json").string();
   if (!cal.empty()) {
-    setup.calibration = std::make_unique<Calibration>(load_calibration(cal, drafter->fingerprint()));
+    setup.calibration = std::make_unique<Calibration>(load_calibration(cal, drafter->calibration_fingerprint()));
     o.calibration = setup.calibration.get();
   }
   if (o.verify != VerifyMode::Auto) return;

@@ -78,6 +78,14 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
 
 class DSparkDrafter;
 struct RegenSample;
+
+// How many of n regenerated sequences train_drafter holds out (the last ones): min(eval_samples, n / 5).
+int64_t held_out_samples(int64_t n, int64_t eval_samples);
+// Occurrences of every target id [vocab] among the tokens a drafter learns to predict: each
+// training response's tokens after its first, within max_len. A draft vocabulary is the most
+// frequent of them (drafter/draft_vocab.h, most_frequent_tokens).
+std::vector<int64_t> label_token_counts(const std::vector<RegenSample>& samples, int64_t vocab, int64_t max_len);
+
 // Teacher-forced and live evaluation on held-out samples (see above).
 DrafterEval evaluate_drafter(Transformer& target, DSparkDrafter& drafter, const std::vector<RegenSample>& eval,
                              const DrafterTrainOptions& options);

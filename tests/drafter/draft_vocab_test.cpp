@@ -389,6 +389,28 @@ TEST(DraftVocab, FullVocabularyDrafterIsStoredAsBefore) {
   EXPECT_EQ(io::read_text_file(dir + "/dspark.json").find("draft_vocab"), std::string::npos);
 }
 
+// with_draft_vocab keeps every parameter and cuts Markov W2 to the rows of d2t; a drafter that
+// already has a draft vocabulary, or a d2t that is not a sorted subset, is refused.
+TEST(DraftVocab, WithDraftVocabCutsW2AndKeepsTheRest) {
+  auto target = testing::tiny_model("qwen3", torch::kFloat32, 3);
+  DSparkDrafter full(testing::tiny_drafter_config(4, MarkovKind::Vanilla, ContextMode::Layers), TargetIdentity::of(*target), 5);
+  torch::NoGradGuard no_grad;
+  for (auto& [name, t] : full.named_parameters())
+    if (name.rfind("markov.", 0) == 0 || name.rfind("conf.", 0) == 0) t.copy_(torch::randn_like(t) * 0.3);
+  const at::Tensor d2t = some_ids();
+  auto reduced = full.with_draft_vocab(*target, d2t);
+  EXPECT_TRUE(reduced->d2t().equal(d2t));
+  EXPECT_EQ(reduced->config().draft_vocab_size, kDraftVocab);
+  const NamedParameters source = full.named_parameters();
+  for (auto& [name, t] : reduced->named_parameters()) {
+    const at::Tensor& from = std::find_if(source.begin(), source.end(), [&](auto& p) { return p.first == name; })->second;
+    EXPECT_TRUE(t.equal(name == "markov.w2" ? from.index_select(0, d2t) : from)) << name;
+  }
+  EXPECT_THROW(reduced->with_draft_vocab(*target, d2t), Error);
+  EXPECT_THROW(full.with_draft_vocab(*target, d2t.flip(0).contiguous()), Error);
+  EXPECT_THROW(full.with_draft_vocab(*target, torch::arange(kVocab, torch::kInt64)), Error);
+}
+
 // The command line: init-random writes a reduced-vocabulary drafter for a target on disk, which
 // generates and profiles; a broken d2t and DeepSpec export are one-line errors (exit 1).
 TEST(DraftVocab, CommandLine) {
@@ -411,6 +433,55 @@ TEST(DraftVocab, CommandLine) {
                           "--no-bandwidth --json -t 1");
   ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
   EXPECT_GT(json::parse(profiled.out)["draft_block_ms"].get<double>(), 0.0);
+
+  // convert --draft-vocab cuts a whole-vocabulary drafter to the most frequent tokens of counts
+  // (token_counts.json, written beside the cut drafter); the cut drafter decodes exactly.
+  auto whole = run_cli("init-random --drafter-for " + dir + "/model --drafter-config " + dir + "/drafter.json --out " + dir + "/whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  std::vector<int64_t> counts(300, 0);
+  for (int64_t t = 0; t < 300; ++t) counts[size_t(t)] = (t * 37) % 101;
+  std::ofstream(dir + "/counts.json") << json{{"counts", counts}}.dump();
+  std::ofstream(dir + "/prompts.jsonl") << "{\"prompt\": \"abc\"}\n{\"prompt\": \"de\"}\n";
+  auto cut = run_cli("convert --draft-vocab 48 --token-counts " + dir + "/counts.json " + dir + "/whole --target " + dir +
+                     "/model --out " + dir + "/cut");
+  ASSERT_EQ(cut.exit_code, 0) << cut.err;
+  EXPECT_EQ(json::parse(io::read_text_file(dir + "/cut/dspark.json"))["config"]["draft_vocab_size"], 48);
+  EXPECT_EQ(json::parse(io::read_text_file(dir + "/cut/token_counts.json"))["counts"], json(counts));
+  auto cut_generated = run_cli("generate -m " + dir + "/model -d " + dir + "/cut -p 'abc' -n 8 --json -t 1");
+  ASSERT_EQ(cut_generated.exit_code, 0) << cut_generated.err;
+  EXPECT_EQ(json::parse(cut_generated.out)["tokens"], json::parse(plain.out)["tokens"]);
+  std::ofstream(dir + "/short.json") << json{{"counts", {1, 2, 3}}}.dump();
+  auto short_counts = run_cli("convert --draft-vocab 48 --token-counts " + dir + "/short.json " + dir + "/whole --target " +
+                              dir + "/model --out " + dir + "/cut2");
+  EXPECT_TRUE(testing::is_one_line_error(short_counts)) << short_counts.err;
+  // --draft-vocab N at load makes the same cut from the counts beside the drafter; the cut drafter's
+  // own size is accepted, another size, or a drafter without counts, is a one-line error.
+  auto no_counts = run_cli("generate -m " + dir + "/model -d " + dir + "/whole --draft-vocab 48 -p 'abc' -n 8 -t 1");
+  EXPECT_TRUE(testing::is_one_line_error(no_counts)) << no_counts.err;
+  EXPECT_NE(no_counts.err.find("token_counts.json"), std::string::npos) << no_counts.err;
+  fs::copy_file(dir + "/counts.json", dir + "/whole/token_counts.json");
+  auto load_cut = run_cli("generate -m " + dir + "/model -d " + dir + "/whole --draft-vocab 48 -p 'abc' -n 8 --json -t 1");
+  ASSERT_EQ(load_cut.exit_code, 0) << load_cut.err;
+  EXPECT_EQ(json::parse(load_cut.out)["tokens"], json::parse(plain.out)["tokens"]);
+  EXPECT_EQ(json::parse(load_cut.out)["n_drafted"], json::parse(cut_generated.out)["n_drafted"]);
+  // The cut keeps the confidence head, so the whole drafter's calibration.json applies to it.
+  auto calibrated = run_cli("calibrate -m " + dir + "/model -d " + dir + "/whole --prompts " + dir + "/prompts.jsonl --out " +
+                            dir + "/whole/calibration.json -n 8");
+  ASSERT_EQ(calibrated.exit_code, 0) << calibrated.err;
+  auto cut_auto = run_cli("generate -m " + dir + "/model -d " + dir + "/whole --draft-vocab 48 --verify auto -p 'abc' -n 8 --json -t 1");
+  ASSERT_EQ(cut_auto.exit_code, 0) << cut_auto.err;
+  EXPECT_EQ(json::parse(cut_auto.out)["tokens"], json::parse(plain.out)["tokens"]);
+  auto same_size = run_cli("generate -m " + dir + "/model -d " + dir + "/cut --draft-vocab 48 -p 'abc' -n 8 --json -t 1");
+  EXPECT_EQ(same_size.exit_code, 0) << same_size.err;
+  auto other_size = run_cli("generate -m " + dir + "/model -d " + dir + "/cut --draft-vocab 32 -p 'abc' -n 8 -t 1");
+  EXPECT_TRUE(testing::is_one_line_error(other_size)) << other_size.err;
+  auto benched = run_cli("bench -m " + dir + "/model -d " + dir + "/whole --draft-vocab 0,48 --prompts " + dir +
+                         "/prompts.jsonl -n 8 --verify fixed -t 1");
+  ASSERT_EQ(benched.exit_code, 0) << benched.err;
+  EXPECT_NE(benched.out.find("(vocab 48)"), std::string::npos) << benched.out;
+  auto twice = run_cli("convert --draft-vocab 16 --token-counts " + dir + "/counts.json " + dir + "/cut --target " + dir +
+                       "/model --out " + dir + "/cut3");
+  EXPECT_TRUE(testing::is_one_line_error(twice)) << twice.err;
 
   auto exported = run_cli("convert --to deepspec " + dir + "/drafter --target " + dir + "/model --out " + dir + "/ds");
   EXPECT_TRUE(testing::is_one_line_error(exported)) << exported.err;
