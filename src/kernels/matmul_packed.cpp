@@ -20,19 +20,21 @@ namespace {
 constexpr int64_t kPanel = 16;        // output rows per panel (float lanes of a zmm)
 constexpr int64_t kGroupPanels = 4;   // panels per work unit
 constexpr int64_t kMaxPassRows = 8;   // x rows per pass
-// With 4+ rows a pass is compute-bound enough (8 rows: 16 vdpbf16ps per 128 weight bytes) that the
-// hardware prefetcher falls behind and memory time adds to compute time instead of overlapping it.
-// Prefetching each panel 8 KiB ahead into L2 restores the overlap: m = 8 against 512 x 1536 and
-// 512 x 8192 streamed from DRAM went from 1.30-1.36x to 1.13-1.17x the m = 1 time
-// (bench MatmulStream). With fewer rows, or weights already in cache, it only costs issue slots.
-constexpr int64_t kPrefetchMinRows = 4;
-constexpr int64_t kPrefetchPairs = 128;  // k-pairs ahead: 128 * 64 bytes per panel
+// A streamed matrix (PackedBf16::streamed): each block prefetches the next block's panels into L2 in lockstep (the same k-pair of the panels
+// NP further on: NP * 16 * kp * 2 bytes ahead in the thread's linear stream, 32-64 KiB for k = 512).
+// With 4+ rows a pass is compute-bound enough that the hardware prefetcher alone falls behind and
+// memory time adds to compute time instead of overlapping it; one row gains too. History, streamed
+// from DRAM (bench MatmulStream, 2 threads): a prefetch 8 KiB ahead inside the same panel took m = 8
+// from 1.30-1.36x to 1.13-1.17x the m = 1 time on 512 x 1536 and 512 x 8192; the lockstep lead
+// instead (and for every row count) took m = 8 a further 4-16% lower on 512 x 512 .. 512 x 8192 and
+// m = 1 about 13-15% lower on 512 x 1536 and 512 x 8192 (three interleaved runs each; docs/BENCHMARKS.md).
+// On a matrix in cache the prefetches cost m = 1 some 15% (MatmulCached), hence the flag.
 
 #define DSPARK_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 // Rows [0, MR) of x (bf16 pairs, `ldq` pairs per row) against NP consecutive panels; writes the
 // first `cols` (<= NP * 16) output columns of each row.
-template <int MR, int NP>
+template <int MR, int NP, bool Prefetch>
 DSPARK_AVX512BF16 void packed_block(const uint32_t* xq, int64_t ldq, int64_t pairs, const uint16_t* panel,
                                     int64_t panel_stride, float* y, int64_t ldy, int64_t cols) {
   __m512 acc[MR][NP];
@@ -41,11 +43,10 @@ DSPARK_AVX512BF16 void packed_block(const uint32_t* xq, int64_t ldq, int64_t pai
 #pragma GCC unroll 4
     for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
   for (int64_t q = 0; q < pairs; ++q) {
-    if constexpr (MR >= kPrefetchMinRows) {
+    if constexpr (Prefetch) {
 #pragma GCC unroll 4
       for (int j = 0; j < NP; ++j)
-        _mm_prefetch(reinterpret_cast<const char*>(panel + j * panel_stride + (q + kPrefetchPairs) * 2 * kPanel),
-                     _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(panel + (j + NP) * panel_stride + q * 2 * kPanel), _MM_HINT_T1);
     }
     __m512bh wv[NP];
 #pragma GCC unroll 4
@@ -79,13 +80,16 @@ struct Blocks {
   BlockFn single[kMaxPassRows];
 };
 
+template <bool Prefetch>
 const Blocks& blocks() {
   static const Blocks b = {
-      {&packed_block<1, 4>, &packed_block<2, 4>, &packed_block<3, 4>, &packed_block<4, 4>, &packed_block<5, 2>,
-       &packed_block<6, 2>, &packed_block<7, 2>, &packed_block<8, 2>},
+      {&packed_block<1, 4, Prefetch>, &packed_block<2, 4, Prefetch>, &packed_block<3, 4, Prefetch>,
+       &packed_block<4, 4, Prefetch>, &packed_block<5, 2, Prefetch>, &packed_block<6, 2, Prefetch>,
+       &packed_block<7, 2, Prefetch>, &packed_block<8, 2, Prefetch>},
       {4, 4, 4, 4, 2, 2, 2, 2},
-      {&packed_block<1, 1>, &packed_block<2, 1>, &packed_block<3, 1>, &packed_block<4, 1>, &packed_block<5, 1>,
-       &packed_block<6, 1>, &packed_block<7, 1>, &packed_block<8, 1>},
+      {&packed_block<1, 1, Prefetch>, &packed_block<2, 1, Prefetch>, &packed_block<3, 1, Prefetch>,
+       &packed_block<4, 1, Prefetch>, &packed_block<5, 1, Prefetch>, &packed_block<6, 1, Prefetch>,
+       &packed_block<7, 1, Prefetch>, &packed_block<8, 1, Prefetch>},
   };
   return b;
 }
@@ -132,7 +136,7 @@ void matmul_bf16_packed(const float* x, int64_t ldx, int64_t m, const PackedBf16
   if (buffer.size() < size_t(m * kp)) buffer.resize(size_t(m * kp));
   convert_rows(x, ldx, m, w.k, buffer.data(), kp);
   const auto* xq = reinterpret_cast<const uint32_t*>(buffer.data());
-  const Blocks& table = blocks();
+  const Blocks& table = w.streamed ? blocks<true>() : blocks<false>();
   // As kernels/matmul.cpp: >= 128 KiB of weight traffic per thread before splitting pays off.
   const int64_t passes = (m + kMaxPassRows - 1) / kMaxPassRows;
   const int64_t group_bytes = kGroupPanels * panel_stride * 2 * passes;

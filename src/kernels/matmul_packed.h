@@ -28,6 +28,10 @@ namespace dspark::kernels {
 struct PackedBf16 {
   int64_t n = 0, k = 0;
   std::vector<uint16_t> data;  // [ceil(n / 16), kp / 2, 16, 2]
+  // Whether each product reads the matrix from memory (its owner's weights exceed the last-level
+  // cache, as a decoding target's do): the kernel then prefetches ahead of the hardware prefetcher.
+  // For a matrix that stays in cache (a drafter's) those prefetches only cost issue slots.
+  bool streamed = false;
   int64_t kp() const { return (k + 1) / 2 * 2; }
 };
 

@@ -3,11 +3,14 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+
+#include <unistd.h>
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_packed.h"
@@ -37,6 +40,28 @@ bool qualifies(const at::Tensor& t) {
          t.is_contiguous() && t.numel() > 0;
 }
 
+// The size of the last-level cache that cpu0 reports in sysfs (sysconf's figure can be the whole
+// host's in a VM), else sysconf's, else 32 MiB.
+int64_t last_level_cache_bytes() {
+  static const int64_t bytes = [] {
+    int64_t best_level = 0, best_bytes = 0;
+    for (int index = 0; index < 8; ++index) {
+      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+      std::ifstream level_file(dir + "level"), size_file(dir + "size");
+      int64_t level = 0, size = 0;
+      std::string unit;
+      if (!(level_file >> level) || !(size_file >> size)) continue;
+      size_file >> unit;  // "32768K" reads as 32768 then "K"
+      const int64_t scale = unit == "K" ? 1024 : unit == "M" ? 1 << 20 : 1;
+      if (level > best_level) best_level = level, best_bytes = size * scale;
+    }
+    if (best_bytes > 0) return best_bytes;
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return l3 > 0 ? int64_t(l3) : int64_t(32) << 20;
+  }();
+  return bytes;
+}
+
 }  // namespace
 
 bool packed_weights_enabled() {
@@ -53,6 +78,11 @@ bool packed_weights_enabled() {
 PackedWeights::PackedWeights(const std::vector<at::Tensor>& matrices) {
   if (!packed_weights_enabled()) return;
   Registry& r = registry();
+  // Matrices that together exceed the last-level cache are read from memory at every use.
+  int64_t bytes = 0;
+  for (const at::Tensor& t : matrices)
+    if (qualifies(t)) bytes += int64_t(t.nbytes());
+  const bool streamed = bytes > last_level_cache_bytes();
   for (const at::Tensor& t : matrices) {
     if (!qualifies(t)) continue;
     const void* key = t.data_ptr();
@@ -68,8 +98,9 @@ PackedWeights::PackedWeights(const std::vector<at::Tensor>& matrices) {
         continue;
       }
     }
-    auto packed = std::make_shared<const kernels::PackedBf16>(
+    auto packed = std::make_shared<kernels::PackedBf16>(
         kernels::pack_bf16(reinterpret_cast<const uint16_t*>(t.data_ptr()), t.size(1), t.size(0), t.size(1)));
+    packed->streamed = streamed;
     std::unique_lock lock(r.mutex);
     Entry& e = r.entries[key];
     const int64_t owners = e.tensor.defined() ? e.owners : 0;  // a stale entry: repacked, owners kept

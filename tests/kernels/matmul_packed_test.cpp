@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "kernels/matmul_packed.h"
@@ -18,9 +19,11 @@ namespace k = dspark::kernels;
 const uint16_t* bits(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr()); }
 
 // Runs y = x w^T through the packed kernel; x [m, k] f32 holding bf16 values, w [n, k] bf16.
-std::vector<float> run_packed(const at::Tensor& x, const at::Tensor& w, int64_t ldy_pad = 0) {
+// `streamed`: the prefetching variant of the kernel (PackedBf16::streamed), same arithmetic.
+std::vector<float> run_packed(const at::Tensor& x, const at::Tensor& w, int64_t ldy_pad = 0, bool streamed = false) {
   const int64_t m = x.size(0), n = w.size(0);
-  const k::PackedBf16 packed = k::pack_bf16(bits(w), w.stride(0), n, w.size(1));
+  k::PackedBf16 packed = k::pack_bf16(bits(w), w.stride(0), n, w.size(1));
+  packed.streamed = streamed;
   std::vector<float> y(size_t(m * (n + ldy_pad)), std::nanf(""));
   k::matmul_bf16_packed(x.data_ptr<float>(), x.stride(0), m, packed, y.data(), n + ldy_pad);
   return y;
@@ -52,6 +55,10 @@ TEST(MatmulPacked, MatchesFloat64ReferenceForOddShapes) {
         // Padding columns of y are never written.
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = n; j < n + pad; ++j) ASSERT_TRUE(std::isnan(y[size_t(i * (n + pad) + j)]));
+        // The prefetching variant computes the same bits (NaN padding compared by representation).
+        const std::vector<float> streamed = run_packed(x, w, pad, true);
+        ASSERT_EQ(std::memcmp(streamed.data(), y.data(), y.size() * sizeof(float)), 0)
+            << "m=" << m << " k=" << kk << " n=" << n;
       }
 }
 
