@@ -83,6 +83,7 @@ PackedWeights::PackedWeights(const std::vector<at::Tensor>& matrices) {
   for (const at::Tensor& t : matrices)
     if (qualifies(t)) bytes += int64_t(t.nbytes());
   const bool streamed = bytes > last_level_cache_bytes();
+  streamed_ = streamed;
   for (const at::Tensor& t : matrices) {
     if (!qualifies(t)) continue;
     const void* key = t.data_ptr();
@@ -111,12 +112,15 @@ PackedWeights::PackedWeights(const std::vector<at::Tensor>& matrices) {
 
 PackedWeights::~PackedWeights() { release(); }
 
-PackedWeights::PackedWeights(PackedWeights&& other) noexcept : keys_(std::move(other.keys_)) { other.keys_.clear(); }
+PackedWeights::PackedWeights(PackedWeights&& other) noexcept : keys_(std::move(other.keys_)), streamed_(other.streamed_) {
+  other.keys_.clear();
+}
 
 PackedWeights& PackedWeights::operator=(PackedWeights&& other) noexcept {
   if (this != &other) {
     release();
     keys_ = std::move(other.keys_);
+    streamed_ = other.streamed_;
     other.keys_.clear();
   }
   return *this;

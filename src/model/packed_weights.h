@@ -31,10 +31,14 @@ class PackedWeights {
   PackedWeights& operator=(const PackedWeights&) = delete;
 
   int64_t count() const { return int64_t(keys_.size()); }
+  // Whether the packed matrices together exceed the last-level cache (each use reads them from
+  // memory): their products prefetch ahead (kernels::PackedBf16::streamed).
+  bool streamed() const { return streamed_; }
 
  private:
   void release();
   std::vector<const void*> keys_;
+  bool streamed_ = false;
 };
 
 // Whether packing is on for this process (CPU support and DSPARK_PACKED_WEIGHTS).

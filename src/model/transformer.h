@@ -78,6 +78,9 @@ class Transformer {
   // vocabulary) -> [N, Vd].
   at::Tensor embed(const at::Tensor& tokens) const;
   at::Tensor logits_from_final_hidden(const at::Tensor& hidden, const at::Tensor& head_rows = {}) const;
+  // Whether decoding reads the weights from memory at every step (they exceed the last-level
+  // cache): then whatever runs between two forwards, a drafter's weights too, is evicted as well.
+  bool weights_streamed() const { return packed_.streamed(); }
 
  private:
   struct Segment;  // a chunk's rows and its cache, see transformer.cpp
