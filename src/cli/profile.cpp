@@ -10,10 +10,9 @@
 #include <filesystem>
 
 #include "cli/command.h"
-#include "drafter/deepspec_format.h"
 #include "cli/model_args.h"
 #include "kernels/bandwidth.h"
-#include "spec/dspark_source.h"
+#include "engine/drafter_factory.h"
 #include "spec/scheduler.h"
 #include "util/error.h"
 
@@ -31,6 +30,7 @@ struct ProfileArgs {
   bool no_save = false;
   bool bandwidth = true;
   std::string drafter_dir;
+  int64_t draft_vocab = 0;  // --draft-vocab: the drafter cut at load (0: as stored)
   RuntimeArgs runtime;
 };
 
@@ -57,11 +57,13 @@ int64_t weight_bytes_per_token(Transformer& model) {
 
 // Median seconds of one greedy draft block of `g` tokens after `context` tokens, through the
 // Drafter interface exactly as speculative decoding calls it.
-double measure_draft_block(Transformer& target, const std::string& dir, int64_t context, int64_t repeats, int64_t* g_out) {
+double measure_draft_block(Transformer& target, const DrafterChoice& choice, int64_t context, int64_t repeats,
+                           int64_t* g_out) {
   torch::NoGradGuard no_grad;
-  auto dspark = std::shared_ptr<DSparkDrafter>(load_drafter_dir(dir, target));
-  DSparkSource source(dspark, target);
-  const int64_t V = target.config().vocab_size, g = dspark->config().max_drafts();
+  const DrafterFactory factory(choice, target);
+  std::unique_ptr<Drafter> drafter = factory.make();
+  Drafter& source = *drafter;
+  const int64_t V = target.config().vocab_size, g = factory.block_size();
   std::vector<int64_t> prefix(static_cast<size_t>(context));
   for (int64_t i = 0; i < context; ++i) prefix[size_t(i)] = (i * 7919 + 13) % V;
   KVCache cache = target.new_cache();
@@ -111,7 +113,8 @@ int run_profile(const ProfileArgs& args) {
   }
   int64_t g = 0;
   if (!args.drafter_dir.empty()) {
-    const double block = measure_draft_block(*model, args.drafter_dir, args.context, std::max<int64_t>(args.repeats, 5), &g);
+    const double block = measure_draft_block(*model, DrafterChoice{args.drafter_dir, "", "", args.draft_vocab}, args.context,
+                                             std::max<int64_t>(args.repeats, 5), &g);
     j["draft_block_ms"] = block * 1e3;
     j["draft_block_size"] = g;
     if (g + 1 <= int64_t(p.steps_per_second.size()))
@@ -165,6 +168,8 @@ Command add_profile(CLI::App& root) {
   app->add_flag("--no-save", args->no_save, "only print");
   app->add_flag("!--no-bandwidth", args->bandwidth, "skip the memory-bandwidth probe");
   app->add_option("-d,--drafter", args->drafter_dir, "also time one DSpark/DFlash draft block");
+  app->add_option("--draft-vocab", args->draft_vocab,
+                  "the -d drafter cut at load to its N most frequent tokens (token_counts.json beside it)");
   args->runtime.add_to(app);
   return {app, [args] { return run_profile(*args); }};
 }

@@ -464,6 +464,10 @@ TEST(DraftVocab, CommandLine) {
   ASSERT_EQ(load_cut.exit_code, 0) << load_cut.err;
   EXPECT_EQ(json::parse(load_cut.out)["tokens"], json::parse(plain.out)["tokens"]);
   EXPECT_EQ(json::parse(load_cut.out)["n_drafted"], json::parse(cut_generated.out)["n_drafted"]);
+  auto profiled_cut = run_cli("profile -m " + dir + "/model -d " + dir + "/whole --draft-vocab 48 --max-tokens 2 --repeats 1 "
+                              "--no-save --no-bandwidth --json -t 1");
+  ASSERT_EQ(profiled_cut.exit_code, 0) << profiled_cut.err;
+  EXPECT_GT(json::parse(profiled_cut.out)["draft_block_ms"].get<double>(), 0.0);
   // The cut keeps the confidence head, so the whole drafter's calibration.json applies to it.
   auto calibrated = run_cli("calibrate -m " + dir + "/model -d " + dir + "/whole --prompts " + dir + "/prompts.jsonl --out " +
                             dir + "/whole/calibration.json -n 8");
