@@ -61,7 +61,6 @@ int run_reduce(const ConvertArgs& args, Transformer& target) {
   auto drafter = DSparkDrafter::load(args.src, target);
   const int64_t vocab = target.config().vocab_size;
   const std::vector<int64_t> counts = token_counts(args, vocab);
-  if (args.draft_vocab >= vocab) fail("--draft-vocab {} must be below the target's vocabulary of {}", args.draft_vocab, vocab);
   const at::Tensor d2t = most_frequent_tokens(counts, args.draft_vocab);
   auto reduced = drafter->with_draft_vocab(target, d2t);
   const c10::ScalarType dtype = output_dtype(args.dtype, stored_dtype(args.src));

@@ -374,7 +374,8 @@ void DSparkDrafter::extend_context(Context& ctx, const at::Tensor& features) con
   reserve_context(ctx, ctx.length + n + config_.block_size);
   // On the CPU every extension takes the raw-row path, the prompt's too: through LibTorch a prompt
   // of ~60 rows cost ~14 ms on the default target (once per request, 6% of a 128-token request's
-  // decoding time), the raw rows about 2 ms (bench, 12 prompts: flush per verify cycle 0.37-0.43 -> 0.14 ms).
+  // decoding time), the raw rows about 2 ms (bench, 12 prompts: context extension per verify
+  // cycle 0.37-0.43 -> 0.14 ms).
   if (features.device().is_cpu() && cpu_fast_paths_enabled()) {
     context_kv_cpu(features.to(torch::kFloat32).contiguous(), ctx);
   } else {
@@ -853,8 +854,8 @@ std::unique_ptr<DSparkDrafter> DSparkDrafter::from_parameters(DSparkConfig confi
       const bool projection = name == "markov.w2" || name.ends_with("proj");
       if (!projection || w.dim() != 2 || !bf16_exact(w)) continue;  // float32 weights stay exact
       const at::Tensor b = w.to(torch::kBFloat16).contiguous();
-      auto [it, added] = drafter->packed_.emplace(
-          name, kernels::pack_bf16(reinterpret_cast<const uint16_t*>(b.data_ptr()), b.size(1), b.size(0), b.size(1)));
+      auto it = drafter->packed_.emplace(
+          name, kernels::pack_bf16(reinterpret_cast<const uint16_t*>(b.data_ptr()), b.size(1), b.size(0), b.size(1))).first;
       // Beside a target that streams its weights, the drafter's are evicted between two blocks and
       // read from memory again: prefetching them too took the drafter's time per verify cycle 8%
       // lower on the default target (bench, three alternating runs of 12 prompts).

@@ -91,9 +91,10 @@ class DSparkDrafter {
   // ---- Inference ----
   // Context keys/values of every layer for the positions seen so far. Roll back with truncate().
   // Keys/values live in per-layer buffers [1, heads, capacity, hd] that grow by doubling; `keys`
-  // and `values` are views of their first N positions. Appending a few rows then writes them in
-  // place (no copy of the whole context per verify cycle; a copied Context shares its buffers), and a CPU draft block writes its own
-  // g keys/values just past N, where its attention reads them together with the context.
+  // and `values` are views of their first N positions. Appending a few rows writes them in place
+  // (no copy of the whole context per verify cycle; a copied Context shares its buffers), and a
+  // CPU draft block writes its own g keys/values just past N, where its attention reads them
+  // together with the context.
   struct Context {
     std::vector<at::Tensor> keys, values;               // per layer [1, heads, N, hd] (views)
     std::vector<at::Tensor> key_buffer, value_buffer;   // per layer [1, heads, capacity, hd]

@@ -42,7 +42,6 @@ void DrafterFactory::cut_draft_vocab(const std::string& dir, int64_t n) {
     if (has != n) fail("{}: the drafter already has a draft vocabulary of {} tokens, not --draft-vocab {}", dir, has, n);
     return;
   }
-  if (n >= vocab) fail("--draft-vocab {} must be below the target's vocabulary of {}", n, vocab);
   const std::string counts_path = (std::filesystem::path(dir) / kTokenCountsFile).string();
   if (!std::filesystem::exists(counts_path))
     fail("{}: no {} to choose a draft vocabulary from (dspark convert --draft-vocab N --data REGEN writes one)", dir,

@@ -20,14 +20,16 @@ namespace {
 constexpr int64_t kPanel = 16;        // output rows per panel (float lanes of a zmm)
 constexpr int64_t kGroupPanels = 4;   // panels per work unit
 constexpr int64_t kMaxPassRows = 8;   // x rows per pass
-// A streamed matrix (PackedBf16::streamed): each block prefetches the next block's panels into L2 in lockstep (the same k-pair of the panels
-// NP further on: NP * 16 * kp * 2 bytes ahead in the thread's linear stream, 32-64 KiB for k = 512).
+// A streamed matrix (PackedBf16::streamed): each block prefetches the next block's panels into L2
+// in lockstep (the same k-pair of the panels NP further on: NP * 16 * kp * 2 bytes ahead in the
+// thread's linear stream, 32-64 KiB for k = 512).
 // With 4+ rows a pass is compute-bound enough that the hardware prefetcher alone falls behind and
 // memory time adds to compute time instead of overlapping it; one row gains too. History, streamed
 // from DRAM (bench MatmulStream, 2 threads): a prefetch 8 KiB ahead inside the same panel took m = 8
 // from 1.30-1.36x to 1.13-1.17x the m = 1 time on 512 x 1536 and 512 x 8192; the lockstep lead
 // instead (and for every row count) took m = 8 a further 4-16% lower on 512 x 512 .. 512 x 8192 and
-// m = 1 about 13-15% lower on 512 x 1536 and 512 x 8192 (three interleaved runs each; docs/BENCHMARKS.md).
+// m = 1 about 13-15% lower on 512 x 1536 and 512 x 8192 (three interleaved runs each;
+// docs/BENCHMARKS.md).
 // On a matrix in cache the prefetches cost m = 1 some 15% (MatmulCached), hence the flag.
 
 #define DSPARK_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))

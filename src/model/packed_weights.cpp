@@ -82,8 +82,7 @@ PackedWeights::PackedWeights(const std::vector<at::Tensor>& matrices) {
   int64_t bytes = 0;
   for (const at::Tensor& t : matrices)
     if (qualifies(t)) bytes += int64_t(t.nbytes());
-  const bool streamed = bytes > last_level_cache_bytes();
-  streamed_ = streamed;
+  streamed_ = bytes > last_level_cache_bytes();
   for (const at::Tensor& t : matrices) {
     if (!qualifies(t)) continue;
     const void* key = t.data_ptr();
@@ -101,7 +100,7 @@ PackedWeights::PackedWeights(const std::vector<at::Tensor>& matrices) {
     }
     auto packed = std::make_shared<kernels::PackedBf16>(
         kernels::pack_bf16(reinterpret_cast<const uint16_t*>(t.data_ptr()), t.size(1), t.size(0), t.size(1)));
-    packed->streamed = streamed;
+    packed->streamed = streamed_;
     std::unique_lock lock(r.mutex);
     Entry& e = r.entries[key];
     const int64_t owners = e.tensor.defined() ? e.owners : 0;  // a stale entry: repacked, owners kept

@@ -194,7 +194,6 @@ Batch make_batch(Transformer& target, const DSparkDrafter& drafter, const std::v
   return batch;
 }
 
-
 std::vector<double> mean_of(std::vector<double> sums, int64_t count) {
   for (double& v : sums) v /= double(std::max<int64_t>(1, count));
   return sums;
