@@ -37,6 +37,18 @@ int run_train_drafter(TrainDrafterArgs args) {
   DrafterTrainOptions& o = args.train;
   o.dist = args.dist.options(parse_device(args.runtime.device).is_cuda());
   o.eos_ids = loaded.eos_ids;
+  if (!o.init_dir.empty()) {
+    // The starting drafter fixes the architecture; options that would change it are refused.
+    if (!args.config_path.empty() || args.block_size > 0 || !args.markov.empty() || !args.context.empty() ||
+        args.layout != "native" || args.mask_token_id >= 0 || args.draft_vocab != 0)
+      fail("--init takes the drafter's architecture from {}: leave out --config, --block-size, --markov, --context, "
+           "--layout, --mask-token-id and --draft-vocab",
+           o.init_dir);
+    const std::string meta_path = o.init_dir + "/dspark.json";
+    const nlohmann::json meta = nlohmann::json::parse(io::read_text_file(meta_path), nullptr, false);
+    if (meta.is_discarded() || !meta.contains("config")) fail("{}: not a drafter's dspark.json", meta_path);
+    o.config = dspark_config_from_json(meta["config"], meta_path);
+  }
   if (!args.config_path.empty())
     o.config = dspark_config_from_json(nlohmann::json::parse(io::read_text_file(args.config_path), nullptr, false),
                                        args.config_path);
@@ -90,7 +102,7 @@ Command add_train_drafter(CLI::App& root) {
   DrafterTrainOptions& o = args->train;
   CLI::App* app = root.add_subcommand("train", "train a DSpark / DFlash drafter for a target");
   app->add_option("--target", args->target_dir, "target model directory")->required();
-  app->add_option("--data", o.data_dir, "regenerated data directory (dspark regen)")->required();
+  app->add_option("--data", o.data_dirs, "regenerated data directory (dspark regen); repeat to train on several")->required();
   app->add_option("--out", o.out_dir, "drafter output directory")->required();
   app->add_option("--config", args->config_path, "drafter config JSON (see docs/drafter.md)");
   app->add_flag("--dflash", args->dflash, "train the DFlash baseline (no Markov / confidence head, CE only)");
@@ -130,6 +142,8 @@ Command add_train_drafter(CLI::App& root) {
                "keep the target's hidden states of the training samples in RAM (bf16, computed once) instead of "
                "running the target at every step");
   app->add_flag("--resume", o.resume, "continue the run in --out");
+  app->add_option("--init", o.init_dir,
+                  "start from this drafter's parameters and architecture (fine-tuning; a new schedule)");
   args->runtime.add_to(app);
   args->dist.add_to(app);
   return {app, [args] { return run_train_drafter(*args); }};

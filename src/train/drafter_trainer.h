@@ -29,7 +29,9 @@
 namespace dspark {
 
 struct DrafterTrainOptions {
-  std::string data_dir;
+  // Regenerated data (dspark regen), one or more directories read in order (e.g. regenerations at
+  // two temperatures); the held-out samples are the last ones of the last directory.
+  std::vector<std::string> data_dirs;
   std::string out_dir;
   DSparkConfig config;
   DSparkLossWeights loss;
@@ -55,6 +57,10 @@ struct DrafterTrainOptions {
   // first step) instead of running the target at every step: about (m + 1) * H * 2 bytes per token.
   bool cache_hidden = false;
   bool resume = false;
+  // Start from this drafter's parameters (a directory made for the same target with the same
+  // config) instead of fresh ones, with a new schedule: fine-tuning on other data, e.g.
+  // regenerations at another temperature.
+  std::string init_dir;
   bool progress = true;
   DistOptions dist;  // one process unless world_size > 1
 };

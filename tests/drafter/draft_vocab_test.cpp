@@ -176,7 +176,7 @@ class ReducedVocabDrafter : public ::testing::Test {
     at::set_num_threads(1);
     target_ = testing::tiny_model("qwen3", torch::kFloat32, 3).release();
     DrafterTrainOptions o;
-    o.data_dir = testing::self_distilled_data(*target_, "draft_vocab_data");
+    o.data_dirs = {testing::self_distilled_data(*target_, "draft_vocab_data")};
     o.out_dir = testing::temp_dir("draft_vocab_drafter") + "/run";
     o.config = testing::tiny_drafter_config(4, MarkovKind::Vanilla, ContextMode::Layers);
     o.config.init_std = 0.02;
@@ -190,7 +190,7 @@ class ReducedVocabDrafter : public ::testing::Test {
     o.live_eval_prompts = 2;
     o.live_eval_tokens = 12;
     o.progress = false;
-    data_dir_ = new std::string(o.data_dir);
+    data_dir_ = new std::string(o.data_dirs[0]);
     out_dir_ = new std::string(o.out_dir);
     result_ = new DrafterTrainResult(train_drafter(*target_, o));
     losses_ = new std::vector<double>(testing::logged_losses(o.out_dir));

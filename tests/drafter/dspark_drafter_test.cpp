@@ -285,7 +285,7 @@ TEST(DSparkDrafter, Bf16StoredDrafterWalkEqualsTrainingForward) {
 
 DrafterTrainOptions train_options(const std::string& data, const std::string& out, int64_t steps) {
   DrafterTrainOptions o;
-  o.data_dir = data;
+  o.data_dirs = {data};
   o.out_dir = out;
   o.config = tiny_config(MarkovKind::Vanilla, ContextMode::Layers);
   o.config.init_std = 0.02;
@@ -368,6 +368,38 @@ TEST(DrafterTrainer, HiddenCacheTrainsLikeOnlineAndResumesExactly) {
   auto other = train_options(data, root + "/resumed", 20);
   other.resume = true;
   EXPECT_THROW(train_drafter(*target, other), Error);
+}
+
+TEST(DrafterTrainer, InitFineTunesATrainedDrafterOnSeveralDataDirectories) {
+  // --init: a new run starts from a trained drafter's parameters (its loss starts where that run
+  // ended, not where a fresh drafter starts); --data twice: both directories' samples.
+  at::set_num_threads(1);
+  auto target = testing::tiny_model("qwen3", torch::kFloat32, 3);
+  const std::string data = testing::self_distilled_data(*target, "drafter_data");
+  const std::string root = testing::temp_dir("drafter_init");
+  auto base = train_options(data, root + "/base", 40);
+  train_drafter(*target, base);
+  const std::vector<double> lb = losses(base.out_dir);
+
+  auto tuned = train_options(data, root + "/tuned", 10);
+  tuned.data_dirs = {data, data};
+  tuned.init_dir = base.out_dir;
+  tuned.lr = 1e-4;
+  EXPECT_TRUE(train_drafter(*target, tuned).finished);
+  const std::vector<double> lt = losses(tuned.out_dir);
+  ASSERT_FALSE(lt.empty());
+  EXPECT_LT(lt.front(), lb.front() * 0.95);
+
+  // The starting drafter fixes the architecture: another config is refused in one line.
+  auto other = train_options(data, root + "/other", 10);
+  other.init_dir = base.out_dir;
+  other.config.block_size = 3;
+  try {
+    train_drafter(*target, other);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("config differs"), std::string::npos) << e.what();
+  }
 }
 
 

@@ -37,7 +37,7 @@ class Gemma4Target : public ::testing::Test {
     ASSERT_EQ(target_->config().arch, Architecture::Gemma4);
     ASSERT_TRUE(target_->config().kv_shared(3));
     DrafterTrainOptions o;
-    o.data_dir = testing::self_distilled_data(*target_, "gemma4_drafter_data");
+    o.data_dirs = {testing::self_distilled_data(*target_, "gemma4_drafter_data")};
     o.out_dir = testing::temp_dir("gemma4_drafter") + "/run";
     o.config = testing::tiny_drafter_config(4, MarkovKind::Vanilla, ContextMode::Layers);
     o.config.target_layers = {1, 3};  // a full-attention layer (k = v) and a KV-shared one
