@@ -1,7 +1,8 @@
 // Attention of a chunk of m new queries over a KV cache: kernels/attention vs the LibTorch
 // operators the model used before (grouped matmuls, causal mask, softmax).
 //
-// Shapes: the default model (4 query heads / 2 KV heads, D = 64) and Qwen3-0.6B (16 / 8, D = 128),
+// Shapes: the small default model (4 query heads / 2 KV heads, D = 64), the default model (8 / 4,
+// D = 64) and Qwen3-0.6B (16 / 8, D = 128),
 // 512 cached positions, m = 1, 4, 8, 16 queries. 2 threads.
 //
 //   build/dspark_bench --benchmark_filter=Attention
@@ -54,7 +55,7 @@ void BM_Attention(benchmark::State& state) {
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
-  for (auto [h, kv, d] : {std::tuple<int64_t, int64_t, int64_t>{4, 2, 64}, {16, 8, 128}})
+  for (auto [h, kv, d] : {std::tuple<int64_t, int64_t, int64_t>{4, 2, 64}, {8, 4, 64}, {16, 8, 128}})
     for (int64_t m : {1, 4, 8, 16}) b->Args({m, h, kv, d});
   b->ArgNames({"m", "heads", "kv", "D"})->Unit(benchmark::kMicrosecond);
 }

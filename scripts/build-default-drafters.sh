@@ -10,7 +10,11 @@
 #      thread each. DSpark's loss weights CE,L1,BCE are 1,0.9,1 (DSPARK_LOSS; the paper's
 #      0.1,0.9,1 trains the greedy argmax more slowly at this budget, see docs/BENCHMARKS.md);
 #      DFlash is CE only;
-#   4. calibrate: STS temperatures of the DSpark confidence head on 48 held-out prompts that are
+#   4. fine-tune for sampled decoding (FINETUNE_MINUTES, default 55; 0 skips): the target also
+#      regenerates the training prompts at temperature 1 without top-p / top-k (what `--temp 1`
+#      decodes from: step 2's contexts are more predictable than those), and the DSpark drafter
+#      continues from step 3's weights on both regenerations (--init, peak lr 5e-4, two threads);
+#   5. calibrate: STS temperatures of the DSpark confidence head on 48 held-out prompts that are
 #      disjoint from the benchmark prompts.
 # Needs the target's corpus split (scripts/build-mid-model.sh for models/default,
 # scripts/build-default-model.sh for models/default-small). Resumable: run it again after an
@@ -21,6 +25,7 @@ cd "$(dirname "$0")/.."
 WORK=${1:-build/mid-model}
 TARGET=${TARGET:-models/default}
 MINUTES=${MINUTES:-50}
+FINETUNE_MINUTES=${FINETUNE_MINUTES:-55}
 PROMPTS=${PROMPTS:-3000}
 DSPARK=${DSPARK:-build/dspark}
 DSPARK_LOSS=${DSPARK_LOSS:-1,0.9,1}
@@ -50,11 +55,25 @@ train dflash --dflash &
 wait
 tail -n 1 "$WORK/drafters/dspark.log" "$WORK/drafters/dflash.log"
 
-for name in dspark dflash; do
-  out="$TARGET-$name"
+shipped_dspark=$WORK/drafters/dspark
+if [ "$FINETUNE_MINUTES" != 0 ]; then
+  "$DSPARK" regen --target "$TARGET" --prompts "$WORK/drafters/train-prompts.jsonl" --out "$WORK/drafters/regen-t1" \
+    --temp 1 --top-p 1 --top-k 0 --max-new 128 --batch 16 --seed 1
+  resume=()
+  [ -f "$WORK/drafters/dspark-ft/train/train_state.safetensors" ] && resume=(--resume)
+  "$DSPARK" train --target "$TARGET" --data "$WORK/drafters/regen" --data "$WORK/drafters/regen-t1" \
+    --init "$WORK/drafters/dspark" --out "$WORK/drafters/dspark-ft" --minutes "$FINETUNE_MINUTES" --batch-size 8 \
+    --anchors 32 --max-len 256 --lr 5e-4 --seed 1 --threads 2 --cache-hidden --loss-weights "$DSPARK_LOSS" \
+    "${resume[@]}" > "$WORK/drafters/dspark-ft.log" 2>&1
+  tail -n 1 "$WORK/drafters/dspark-ft.log"
+  shipped_dspark=$WORK/drafters/dspark-ft
+fi
+
+for pair in "dspark:$shipped_dspark" "dflash:$WORK/drafters/dflash"; do
+  out="$TARGET-${pair%%:*}"
   mkdir -p "$out"
-  for f in dspark.json drafter.safetensors; do
-    cp "$WORK/drafters/$name/$f" "$out/$f.tmp" && mv "$out/$f.tmp" "$out/$f"
+  for f in dspark.json drafter.safetensors token_counts.json; do
+    cp "${pair#*:}/$f" "$out/$f.tmp" && mv "$out/$f.tmp" "$out/$f"
   done
 done
 "$DSPARK" calibrate -m "$TARGET" -d "$TARGET-dspark" --prompts "$WORK/drafters/calibration-prompts.jsonl" \

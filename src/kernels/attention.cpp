@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -107,7 +108,77 @@ __attribute__((target("avx512f"))) void score_block(const __m512* qv, const floa
   _mm512_storeu_ps(p + s0, _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale)));
 }
 
+// The same for two rows a and b that both see all 16 keys of the block, in two halves of 8 keys:
+// each key vector is loaded once for both rows. Lanes 0-7 of a half's reduction are row a's
+// scores, lanes 8-15 row b's; every (row, key) score is the same sum as in score_block (same FMA
+// chain, same reduction tree), so a row's bits do not depend on its neighbour. NV <= 4: 8 query
+// vectors and 16 accumulators fit the 32 registers.
+template <int NV>
+__attribute__((target("avx512f"))) void score_block_two_rows(const __m512* qa, const __m512* qb, const float* kh,
+                                                            int64_t s0, float scale, float* pa, float* pb) {
+  static_assert(NV <= 4);
+#pragma GCC unroll 2
+  for (int half = 0; half < 2; ++half) {
+    __m512 acc[16];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const float* ks = kh + (s0 + half * 8 + j) * (NV * 16);
+      const __m512 k0 = _mm512_loadu_ps(ks);
+      acc[j] = _mm512_mul_ps(qa[0], k0);
+      acc[j + 8] = _mm512_mul_ps(qb[0], k0);
+#pragma GCC unroll 4
+      for (int c = 1; c < NV; ++c) {
+        const __m512 kc = _mm512_loadu_ps(ks + c * 16);
+        acc[j] = _mm512_fmadd_ps(qa[c], kc, acc[j]);
+        acc[j + 8] = _mm512_fmadd_ps(qb[c], kc, acc[j + 8]);
+      }
+    }
+    const __m512 scores = _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale));
+    // Lanes 0-7 to row a, 8-15 to row b (through memory: GCC 12's 512 -> 256-bit casts and
+    // extracts trip -Wmaybe-uninitialized, see avx512_sum.h).
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, scores);
+    std::memcpy(pa + s0 + half * 8, lanes, 8 * sizeof(float));
+    std::memcpy(pb + s0 + half * 8, lanes + 8, 8 * sizeof(float));
+  }
+}
+
 constexpr int64_t kRowTile = detail::kAttentionRowTile;
+
+// out += p[s] v_s over the 16 keys of block s0 for kAvRows rows that all see the whole block.
+// Register budget: kAvRows * NV accumulators plus NV value vectors, within 32 for NV <= 4; wider
+// heads take fewer rows (kAvRows * NV <= 16).
+template <int NV>
+constexpr int64_t av_rows() {
+  return NV <= 4 ? 4 : NV <= 8 ? 2 : 1;
+}
+
+template <int NV>
+__attribute__((target("avx512f"))) void accumulate_values_whole_block(const detail::AttentionRow* rows, const float* vh,
+                                                                      int64_t s0) {
+  constexpr int64_t R = av_rows<NV>(), D = NV * 16;
+  __m512 o[R][NV];
+#pragma GCC unroll 4
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int c = 0; c < NV; ++c) o[i][c] = _mm512_loadu_ps(rows[i].out + c * 16);
+  for (int64_t s = s0; s < s0 + 16; ++s) {
+    const float* vs = vh + s * D;
+    __m512 v[NV];
+#pragma GCC unroll 16
+    for (int c = 0; c < NV; ++c) v[c] = _mm512_loadu_ps(vs + c * 16);
+#pragma GCC unroll 4
+    for (int64_t i = 0; i < R; ++i) {
+      const __m512 w = _mm512_set1_ps(rows[i].p[s]);
+#pragma GCC unroll 16
+      for (int c = 0; c < NV; ++c) o[i][c] = _mm512_fmadd_ps(w, v[c], o[i][c]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int64_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+    for (int c = 0; c < NV; ++c) _mm512_storeu_ps(rows[i].out + c * 16, o[i][c]);
+}
 
 template <int NV>
 __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionShape& a, const float* q, const float* k,
@@ -117,6 +188,7 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
   alignas(64) static const float zeros[kMaxVectorDim] = {};
   const int64_t group = a.heads / a.kv_heads, stride = (a.keys + 15) / 16 * 16;  // scratch: [kRowTile, stride]
   using Row = detail::AttentionRow;
+  constexpr int64_t kAvRows = av_rows<NV>();
   Row rows[kRowTile];
   for (int64_t g0 = h0; g0 < h1;) {  // heads [g0, g1) of one kv head
     const int64_t g1 = std::min(h1, (g0 / group + 1) * group);
@@ -126,7 +198,8 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
     for (int64_t r0 = 0; r0 < count; r0 += kRowTile) {
       const int64_t n = std::min(kRowTile, count - r0);
       const auto [lo, hi] = detail::fill_row_tile(a, q, out, D, scratch, stride, g0, g1, r0, n, 16, rows);
-      // Scores, block by block over all rows.
+      // Scores, block by block over all rows; rows that both see a whole block go in pairs.
+      auto whole = [](const Row& r, int64_t s0) { return r.first <= s0 && s0 + 15 <= r.last; };
       for (int64_t s0 = lo; s0 <= hi; s0 += 16)
         for (int64_t i = 0; i < n; ++i) {
           const Row& r = rows[i];
@@ -134,6 +207,16 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
           __m512 qv[NV];
 #pragma GCC unroll 16
           for (int c = 0; c < NV; ++c) qv[c] = _mm512_loadu_ps(r.q + c * 16);
+          if constexpr (NV <= 4) {
+            if (i + 1 < n && whole(r, s0) && whole(rows[i + 1], s0)) {
+              __m512 qb[NV];
+#pragma GCC unroll 4
+              for (int c = 0; c < NV; ++c) qb[c] = _mm512_loadu_ps(rows[i + 1].q + c * 16);
+              score_block_two_rows<NV>(qv, qb, kh, s0, a.scale, r.p, rows[i + 1].p);
+              ++i;
+              continue;
+            }
+          }
           score_block<NV>(qv, kh, s0, r.last, zeros, a.scale, r.p);
         }
       // Softmax per row: weights p[s] = exp(score - max) / sum.
@@ -160,8 +243,19 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
         std::fill(r.out, r.out + D, 0.0f);
       }
       // out += p[s] v_s, in key order for each row; the output rows live in `out` between blocks.
-      for (int64_t s0 = lo; s0 <= hi; s0 += 16)
-        for (int64_t i = 0; i < n; ++i) {
+      // A block every row of a group sees whole runs kAvRows rows at once: each value vector is
+      // loaded once for them, and their kAvRows * NV independent accumulator chains keep the FMA
+      // units busy (one row alone has NV chains of 16 dependent FMAs). Each row still adds its
+      // keys in the same order, so its bits do not depend on its neighbours.
+      for (int64_t s0 = lo; s0 <= hi; s0 += 16) {
+        int64_t i = 0;
+        for (; i + kAvRows <= n; i += kAvRows) {
+          bool whole = true;
+          for (int64_t j = i; j < i + kAvRows; ++j) whole = whole && rows[j].first <= s0 && s0 + 15 <= rows[j].last;
+          if (!whole) break;
+          accumulate_values_whole_block<NV>(rows + i, vh, s0);
+        }
+        for (; i < n; ++i) {
           const Row& r = rows[i];
           const int64_t sa = std::max(s0, r.first), sb = std::min(s0 + 15, r.last);
           if (sa > sb) continue;
@@ -177,6 +271,7 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
 #pragma GCC unroll 16
           for (int c = 0; c < NV; ++c) _mm512_storeu_ps(r.out + c * 16, o[c]);
         }
+      }
     }
     g0 = g1;
   }

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -267,6 +268,29 @@ at::Tensor Transformer::run_layers(const at::Tensor& tokens, at::Tensor x, const
   return norm(c, x, weights_.final_norm);
 }
 
+namespace {
+// The tapped layers' outputs [N, H] each -> [N, n_taps, H]. On the CPU by row copies into one
+// allocation: torch::stack is an unsqueeze per input plus a cat, whose dispatch overhead is a few
+// percent of a decoding step of a small target, paid at every step even where auto mode does not
+// draft.
+at::Tensor stack_taps(const std::vector<at::Tensor>& tapped) {
+  const at::Tensor& first = tapped[0];
+  bool fast = first.device().is_cpu() && first.dim() == 2;
+  for (const at::Tensor& t : tapped)
+    fast = fast && t.is_contiguous() && t.sizes() == first.sizes() && t.scalar_type() == first.scalar_type();
+  if (!fast) return torch::stack(tapped, 1);
+  const int64_t N = first.size(0), H = first.size(1), n = int64_t(tapped.size());
+  at::Tensor out = at::empty({N, n, H}, first.options());
+  const size_t row_bytes = size_t(H) * first.element_size();
+  auto* dst = static_cast<char*>(out.data_ptr());
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(dst + size_t(r * n + i) * row_bytes, static_cast<const char*>(tapped[size_t(i)].data_ptr()) + size_t(r) * row_bytes,
+                  row_bytes);
+  return out;
+}
+}  // namespace
+
 std::vector<ChunkOutput> Transformer::forward(std::vector<SequenceChunk>& chunks, const HiddenTaps& taps) {
   torch::NoGradGuard no_grad;
   RowInvariantScope row_invariant;  // batch-independent results per sequence (model/ops.h)
@@ -320,7 +344,7 @@ std::vector<ChunkOutput> Transformer::forward(std::vector<SequenceChunk>& chunks
   at::Tensor logits;
   if (R > 0) logits = logits_from_final_hidden(final_hidden.index_select(0, indices.narrow(0, 2 * N, R)));
 
-  at::Tensor stacked_taps = taps.layers.empty() ? at::Tensor() : torch::stack(tapped, 1);  // [N, n_taps, H]
+  at::Tensor stacked_taps = taps.layers.empty() ? at::Tensor() : stack_taps(tapped);  // [N, n_taps, H]
   std::vector<ChunkOutput> outputs(chunks.size());
   int64_t logit_cursor = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {

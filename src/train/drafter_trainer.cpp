@@ -308,11 +308,13 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
 
   // A draft vocabulary: the most frequent tokens of the training responses (every rank reads the
   // same samples, so every rank chooses the same ids; a resumed run chooses them again).
+  // The counts also go beside the drafter (token_counts.json), so that it can be cut at load.
+  const std::vector<int64_t> label_counts = label_token_counts(samples, target_id.vocab_size, o.max_len);
   at::Tensor d2t;
   if (o.config.draft_vocab_size > 0) {
     if (o.config.draft_vocab_size >= target_id.vocab_size)
       fail("--draft-vocab {} must be below the target's vocabulary of {}", o.config.draft_vocab_size, target_id.vocab_size);
-    d2t = most_frequent_tokens(label_token_counts(samples, target_id.vocab_size, o.max_len), o.config.draft_vocab_size);
+    d2t = most_frequent_tokens(label_counts, o.config.draft_vocab_size);
   }
   DSparkDrafter drafter(o.config, target, o.seed, d2t);
   drafter.to(target.device());  // before its parameters are handed to the optimizer
@@ -373,6 +375,7 @@ DrafterTrainResult train_drafter(Transformer& target, const DrafterTrainOptions&
     save_train_state(state_path, params, optimizer,
                      {{"step", step}, {"total_steps", total_steps}, {"warmup", warmup}, {"identity", identity}});
     drafter.save(o.out_dir, torch::kBFloat16);
+    write_token_counts((out / kTokenCountsFile).string(), label_counts);
   };
   InterruptFlag interrupted;
   // Before the speed probe, so a time budget's schedule is measured on cached steps.

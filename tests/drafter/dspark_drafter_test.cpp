@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "drafter/draft_vocab.h"
 #include "drafter/dspark_drafter.h"
 #include "drafter/dspark_loss.h"
 #include "io/atomic_file.h"
@@ -380,6 +381,9 @@ TEST(DrafterTrainer, InitFineTunesATrainedDrafterOnSeveralDataDirectories) {
   auto base = train_options(data, root + "/base", 40);
   train_drafter(*target, base);
   const std::vector<double> lb = losses(base.out_dir);
+  // The counts of the training responses' tokens go beside the drafter (for --draft-vocab at load).
+  EXPECT_EQ(read_token_counts(base.out_dir + "/" + kTokenCountsFile, target->config().vocab_size).size(),
+            size_t(target->config().vocab_size));
 
   auto tuned = train_options(data, root + "/tuned", 10);
   tuned.data_dirs = {data, data};

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -74,11 +75,14 @@ TEST(AttentionKernel, MatchesLibTorchOverShapes) {
 TEST(AttentionKernel, ARowMatchesItsOneTokenStep) {
   for (Isa isa : paths()) {
     torch::manual_seed(2);
-    for (int64_t D : {64, 33, 24}) {
+    // 3 heads per kv head: a row is paired with another head of its token in a one-token step and
+    // with a row of the next token in a step of 8 (the kernel pairs neighbouring rows).
+    for (auto [heads, kv_heads, D] : {std::tuple<int64_t, int64_t, int64_t>{4, 2, 64}, {4, 2, 128}, {4, 2, 33}, {4, 2, 24},
+                                      {3, 1, 64}}) {
       AttentionShape a;
       a.tokens = 8;
-      a.heads = 4;
-      a.kv_heads = 2;
+      a.heads = heads;
+      a.kv_heads = kv_heads;
       a.head_dim = D;
       a.position0 = 45;
       a.keys = a.position0 + a.tokens;
