@@ -272,6 +272,15 @@ at::Tensor DSparkDrafter::base_logits(const Transformer& target, const at::Tenso
 
 at::Tensor DSparkDrafter::target_distribution(const at::Tensor& q) const {
   if (!d2t_.defined()) return q;
+  if (q.device().is_cpu() && q.scalar_type() == torch::kFloat32 && q.is_contiguous() && d2t_.device().is_cpu()) {
+    // Once per sampled draft position: a loop instead of index_copy_'s dispatch.
+    at::Tensor out = torch::zeros({target_.vocab_size}, q.options());  // [V]
+    const float* src = q.data_ptr<float>();
+    const int64_t* ids = d2t_.data_ptr<int64_t>();
+    float* dst = out.data_ptr<float>();
+    for (int64_t i = 0; i < q.numel(); ++i) dst[ids[i]] = src[i];
+    return out;
+  }
   return torch::zeros({target_.vocab_size}, q.options()).index_copy_(0, d2t_.to(q.device()), q);  // [V]
 }
 

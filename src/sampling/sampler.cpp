@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/argmax.h"
+#include "kernels/softmax.h"
 #include "util/error.h"
 
 namespace dspark {
@@ -16,6 +17,16 @@ void validate(const SamplingParams& p) {
 }
 
 at::Tensor processed_probabilities(const at::Tensor& logits_in, const SamplingParams& p) {
+  const int64_t V_in = logits_in.size(-1);
+  if (!p.greedy() && (p.top_k == 0 || p.top_k >= V_in) && p.top_p >= 1.0 && logits_in.device().is_cpu() &&
+      logits_in.scalar_type() == torch::kFloat32 && logits_in.is_contiguous() && kernels::softmax_rows_supported()) {
+    // Temperature alone (the common sampled case): one pass per row (kernels/softmax.h).
+    at::Tensor probs = at::empty_like(logits_in);
+    if (!kernels::softmax_rows_f32(logits_in.data_ptr<float>(), logits_in.numel() / V_in, V_in,
+                                   float(1.0 / p.temperature), probs.data_ptr<float>()))
+      fail("logits contain NaN or infinity");
+    return probs;
+  }
   at::Tensor logits = logits_in.to(torch::kFloat32);
   if (!torch::isfinite(logits).all().item<bool>()) fail("logits contain NaN or infinity");
   const int64_t V = logits.size(-1);
@@ -42,10 +53,10 @@ at::Tensor processed_probabilities(const at::Tensor& logits_in, const SamplingPa
   return probs;
 }
 
-int64_t sample_index(const at::Tensor& probs_in, Rng& rng) {
-  at::Tensor probs = probs_in.to(torch::kCPU).to(torch::kFloat64).contiguous();
-  const double* p = probs.data_ptr<double>();
-  const int64_t V = probs.numel();
+namespace {
+
+template <class T>
+int64_t sample_from(const T* p, int64_t V, Rng& rng) {
   double total = 0.0;
   for (int64_t i = 0; i < V; ++i) total += p[i];
   if (!(total > 0.0) || !std::isfinite(total)) fail("cannot sample: probabilities sum to {}", total);
@@ -59,6 +70,17 @@ int64_t sample_index(const at::Tensor& probs_in, Rng& rng) {
     if (target < cumulative) return i;
   }
   return last_nonzero;  // rounding left target == total
+}
+
+}  // namespace
+
+int64_t sample_index(const float* probs, int64_t V, Rng& rng) { return sample_from(probs, V, rng); }
+
+int64_t sample_index(const at::Tensor& probs_in, Rng& rng) {
+  if (probs_in.device().is_cpu() && probs_in.scalar_type() == torch::kFloat32 && probs_in.is_contiguous())
+    return sample_from(probs_in.data_ptr<float>(), probs_in.numel(), rng);  // the same sums, without a float64 copy
+  const at::Tensor probs = probs_in.to(torch::kCPU).to(torch::kFloat64).contiguous();
+  return sample_from(probs.data_ptr<double>(), probs.numel(), rng);
 }
 
 namespace {

@@ -38,6 +38,8 @@ class Rng {
 
 // Draws an index from probabilities [V] (need not be normalised) by inverse CDF in float64.
 int64_t sample_index(const at::Tensor& probs, Rng& rng);
+// The same over V floats on the host (the same float64 sums, so the same draw).
+int64_t sample_index(const float* probs, int64_t V, Rng& rng);
 
 // Greedy: argmax of logits [V] (lowest index on ties). Sampling: a draw from the processed logits.
 int64_t sample_token(const at::Tensor& logits, const SamplingParams& params, Rng& rng);

@@ -38,39 +38,59 @@ void SpecStats::add(const SpecStats& o) {
   seconds += o.seconds;
 }
 
-SampledVerdict verify_sampled(const at::Tensor& p_in, const std::vector<int64_t>& drafts, const std::vector<at::Tensor>& q_in,
-                              Rng& rng) {
+namespace {
+
+// The walk of verify_sampled over host float32 rows: p [n + 1, V], q[j] [V] (none: one-hot drafts).
+SampledVerdict verify_sampled_rows(const float* p, int64_t V, const std::vector<int64_t>& drafts,
+                                   const std::vector<const float*>& q, Rng& rng) {
   SampledVerdict v;
   const int64_t n = int64_t(drafts.size());
-  // The walk below reads single probabilities and draws on the host: bring p [n+1, V] over in one
-  // copy (a no-op on the CPU) instead of one wait per element on a GPU.
-  const at::Tensor p = p_in.to(torch::kCPU);
-  std::vector<at::Tensor> q;
-  for (const at::Tensor& t : q_in) q.push_back(t.to(torch::kCPU));
   for (int64_t j = 0; j < n; ++j) {
-    at::Tensor p_j = p[j];
+    const float* p_j = p + j * V;
     const int64_t d = drafts[size_t(j)];
-    const double p_d = p_j[d].item<double>();
-    const double q_d = q.empty() ? 1.0 : q[size_t(j)][d].item<double>();
+    const double p_d = p_j[d];
+    const double q_d = q.empty() ? 1.0 : double(q[size_t(j)][d]);
     // Accept with probability min(1, p/q); q_d > 0 since d was drawn from q.
     if (q_d > 0 && rng.uniform() < std::min(1.0, p_d / q_d)) {
       ++v.accepted;
       continue;
     }
     // Rejected: resample from norm(max(p - q, 0)); q one-hot: p without d.
-    at::Tensor residual;
+    std::vector<float> residual(p_j, p_j + V);
     if (q.empty()) {
-      residual = p_j.clone();
-      residual[d] = 0.0;
+      residual[size_t(d)] = 0.0f;
     } else {
-      residual = (p_j - q[size_t(j)]).clamp_min(0.0);
+      const float* q_j = q[size_t(j)];
+      for (int64_t i = 0; i < V; ++i) residual[size_t(i)] = std::max(p_j[i] - q_j[i], 0.0f);
     }
-    const double mass = residual.sum().item<double>();
-    v.next_token = mass > 1e-12 ? sample_index(residual, rng) : sample_index(p_j, rng);
+    double mass = 0.0;
+    for (float r : residual) mass += r;
+    v.next_token = mass > 1e-12 ? sample_index(residual.data(), V, rng) : sample_index(p_j, V, rng);
     return v;
   }
-  v.next_token = sample_index(p[n], rng);  // all accepted: the bonus token from p
+  v.next_token = sample_index(p + n * V, V, rng);  // all accepted: the bonus token from p
   return v;
+}
+
+bool host_f32(const at::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
+}
+
+}  // namespace
+
+SampledVerdict verify_sampled(const at::Tensor& p_in, const std::vector<int64_t>& drafts, const std::vector<at::Tensor>& q_in,
+                              Rng& rng) {
+  // The walk reads single probabilities and draws on the host: bring p [n+1, V] over in one copy
+  // (a no-op on the CPU) instead of one wait per element on a GPU, and walk raw float rows (one
+  // LibTorch operator per element read costs more than the whole walk).
+  const at::Tensor p = host_f32(p_in) ? p_in : p_in.to(torch::kCPU, torch::kFloat32).contiguous();
+  std::vector<at::Tensor> q;
+  std::vector<const float*> q_rows;
+  for (const at::Tensor& t : q_in) {
+    q.push_back(host_f32(t) ? t : t.to(torch::kCPU, torch::kFloat32).contiguous());
+    q_rows.push_back(q.back().data_ptr<float>());
+  }
+  return verify_sampled_rows(p.data_ptr<float>(), p.size(-1), drafts, q_rows, rng);
 }
 
 SpecResult generate_speculative(Transformer& target, Drafter* drafter, const std::vector<int64_t>& prompt,
