@@ -53,9 +53,15 @@ int run_calibrate(const CalibrateArgs& args) {
   Calibration cal = fit_sts(data, g);
   cal.drafter = drafter->calibration_fingerprint();
   const auto after = calibration_metrics(data, cal.temperatures);
-  save_calibration(args.out_path, cal, before, after);
-  const std::string svg = args.svg_path.empty() ? std::filesystem::path(args.out_path).replace_extension(".svg").string()
-                                                : args.svg_path;
+  // Default: where generate / bench / serve look for it, by decoding mode (spec/calibration.h).
+  const std::string out =
+      !args.out_path.empty() ? args.out_path
+                             : (std::filesystem::path(args.drafter_dir) /
+                                (args.sampling.greedy() ? kGreedyCalibrationFile : kSampledCalibrationFile))
+                                   .string();
+  save_calibration(out, cal, before, after);
+  const std::string svg =
+      args.svg_path.empty() ? std::filesystem::path(out).replace_extension(".svg").string() : args.svg_path;
   write_reliability_svg(svg, data, cal);
   std::cout << fmt::format("{} verify steps from {} prompts\n", data.accepted.size(), prompts.size());
   std::cout << " k    count      T   ECE before  ECE after  AUROC  Brier before  Brier after\n";
@@ -63,7 +69,7 @@ int run_calibrate(const CalibrateArgs& args) {
     std::cout << fmt::format("{:>2} {:>8} {:>6.3f} {:>12.4f} {:>10.4f} {:>6.3f} {:>13.4f} {:>12.4f}\n", k + 1,
                              before[k].count, cal.temperatures[k], before[k].ece, after[k].ece, after[k].auroc,
                              before[k].brier, after[k].brier);
-  std::cout << fmt::format("wrote {} and {}\n", args.out_path, svg);
+  std::cout << fmt::format("wrote {} and {}\n", out, svg);
   return 0;
 }
 
@@ -75,7 +81,9 @@ Command add_calibrate(CLI::App& root) {
   app->add_option("-m,--model", args->model_dir, "target model directory")->required();
   app->add_option("-d,--drafter", args->drafter_dir, "DSpark drafter directory")->required();
   app->add_option("--prompts", args->prompts_path, "held-out prompts (JSON lines)")->required();
-  app->add_option("--out", args->out_path, "calibration file (DRAFTER/calibration.json is used automatically)")->required();
+  app->add_option("--out", args->out_path,
+                  "calibration file (default: DRAFTER/calibration.json, with --temp > 0 DRAFTER/calibration-sampled.json; "
+                  "generate, bench and serve read those)");
   app->add_option("--svg", args->svg_path, "reliability diagram (default: OUT with .svg)");
   app->add_option("-n,--n-predict", args->max_new, "tokens per prompt")->capture_default_str();
   app->add_option("--temp", args->sampling.temperature, "temperature of the decoding runs (0 = greedy)");

@@ -19,12 +19,19 @@ void prepare_verify(SpecOptions& o, VerifySetup& setup, const std::string& mode,
     o.verify = VerifyMode::Fixed;
     return;
   }
-  std::string cal = calibration_path;
-  if (cal.empty() && fs::exists(fs::path(drafter_dir) / "calibration.json"))
-    cal = (fs::path(drafter_dir) / "calibration.json").string();
-  if (!cal.empty()) {
-    setup.calibration = std::make_unique<Calibration>(load_calibration(cal, drafter->calibration_fingerprint()));
+  auto load = [&](const std::string& path) {
+    return std::make_unique<Calibration>(load_calibration(path, drafter->calibration_fingerprint()));
+  };
+  if (!calibration_path.empty()) {
+    setup.calibration = load(calibration_path);
+    o.calibration = o.sampled_calibration = setup.calibration.get();
+  } else {
+    const fs::path greedy = fs::path(drafter_dir) / kGreedyCalibrationFile;
+    const fs::path sampled = fs::path(drafter_dir) / kSampledCalibrationFile;
+    if (fs::exists(greedy)) setup.calibration = load(greedy.string());
+    if (fs::exists(sampled)) setup.sampled_calibration = load(sampled.string());
     o.calibration = setup.calibration.get();
+    o.sampled_calibration = setup.sampled_calibration.get();
   }
   if (o.verify != VerifyMode::Auto) return;
   const std::string fingerprint = model_fingerprint(target);

@@ -1,6 +1,8 @@
 // Shared by generate, bench and serve: turns --verify / --calibration into SpecOptions, loading the
-// drafter's calibration (DRAFTER/calibration.json when present) and the model's SPS profile
-// (MODEL/sps_profile.json; measured and saved there when missing).
+// drafter's calibrations (DRAFTER/calibration.json for greedy decoding and
+// DRAFTER/calibration-sampled.json for temperature > 0, each when present; an explicit
+// --calibration serves both) and the model's SPS profile (MODEL/sps_profile.json; measured and
+// saved there when missing).
 #pragma once
 #include <memory>
 #include <string>
@@ -11,7 +13,7 @@
 namespace dspark {
 
 struct VerifySetup {
-  std::unique_ptr<Calibration> calibration;
+  std::unique_ptr<Calibration> calibration, sampled_calibration;
   std::unique_ptr<SpsProfile> sps;
 };
 

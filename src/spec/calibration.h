@@ -23,6 +23,13 @@ struct PositionMetrics {
   double brier = 0;
 };
 
+// Where a drafter's calibrations live beside it (read by generate, bench and serve): one fitted
+// on greedy decoding, one on sampled decoding (`dspark calibrate --temp T`), since a draft
+// survives greedy verification when it is the target's argmax and sampled verification with
+// probability 1 - TV, and the head's confidences map to the two differently.
+inline constexpr const char* kGreedyCalibrationFile = "calibration.json";
+inline constexpr const char* kSampledCalibrationFile = "calibration-sampled.json";
+
 struct Calibration {
   std::vector<double> temperatures;  // T_k, k = 1..g
   std::string drafter;               // fingerprint of the drafter it was fitted for

@@ -118,7 +118,8 @@ void SpecSequence::draft(bool propose) {
     while (cut < n && proposal_.confidence[size_t(cut)] >= o.conf_min) ++cut;
     n = cut;
   } else if ((o.verify == VerifyMode::Sts || o.verify == VerifyMode::Auto) && !proposal_.conf_logits.empty()) {
-    survival_ = o.calibration ? o.calibration->survival(proposal_.conf_logits) : Calibration{}.survival(proposal_.conf_logits);
+    const Calibration* cal = o.calibration_for(o.sampling);
+    survival_ = cal ? cal->survival(proposal_.conf_logits) : Calibration{}.survival(proposal_.conf_logits);
     survival_.resize(size_t(n));
     if (o.verify == VerifyMode::Sts) {
       int64_t cut = 0;

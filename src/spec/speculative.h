@@ -32,7 +32,12 @@ struct SpecOptions {
   std::vector<int64_t> eos_ids;
   VerifyMode verify = VerifyMode::Fixed;
   double conf_min = 0.5;
-  const Calibration* calibration = nullptr;  // STS temperatures (sts, auto); null: raw confidences
+  // STS temperatures (sts, auto) for greedy decoding, and for sampled decoding (temperature > 0,
+  // where a draft survives with probability 1 - TV rather than when it is the argmax: another
+  // calibration). Null: raw confidences.
+  const Calibration* calibration = nullptr;
+  const Calibration* sampled_calibration = nullptr;
+  const Calibration* calibration_for(const SamplingParams& s) const { return s.greedy() ? calibration : sampled_calibration; }
   const SpsProfile* sps = nullptr;           // measured cost curve (auto; required there)
   // Auto mode: what past steps say about whether drafting pays (spec/speculation_governor.h).
   // Pass one that lives across calls (a benchmark, a long-running process) so that it keeps what it learnt;

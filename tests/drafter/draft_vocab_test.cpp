@@ -475,6 +475,19 @@ TEST(DraftVocab, CommandLine) {
   auto cut_auto = run_cli("generate -m " + dir + "/model -d " + dir + "/whole --draft-vocab 48 --verify auto -p 'abc' -n 8 --json -t 1");
   ASSERT_EQ(cut_auto.exit_code, 0) << cut_auto.err;
   EXPECT_EQ(json::parse(cut_auto.out)["tokens"], json::parse(plain.out)["tokens"]);
+  // Sampled decoding has its own calibration: `calibrate --temp T` writes calibration-sampled.json
+  // beside the drafter by default, and sampled runs read it.
+  auto calibrated_sampled = run_cli("calibrate -m " + dir + "/model -d " + dir + "/whole --prompts " + dir +
+                                    "/prompts.jsonl --temp 1 -n 8");
+  ASSERT_EQ(calibrated_sampled.exit_code, 0) << calibrated_sampled.err;
+  EXPECT_TRUE(fs::exists(dir + "/whole/calibration-sampled.json"));
+  auto sampled_auto = run_cli("generate -m " + dir + "/model -d " + dir + "/whole --draft-vocab 48 --verify auto --temp 1 "
+                              "-p 'abc' -n 8 --json -t 1");
+  EXPECT_EQ(sampled_auto.exit_code, 0) << sampled_auto.err;
+  std::ofstream(dir + "/whole/calibration-sampled.json") << "{";
+  auto broken_sampled = run_cli("generate -m " + dir + "/model -d " + dir + "/whole --verify auto --temp 1 -p 'abc' -n 8 -t 1");
+  EXPECT_TRUE(testing::is_one_line_error(broken_sampled)) << broken_sampled.err;
+  fs::remove(dir + "/whole/calibration-sampled.json");
   auto same_size = run_cli("generate -m " + dir + "/model -d " + dir + "/cut --draft-vocab 48 -p 'abc' -n 8 --json -t 1");
   EXPECT_EQ(same_size.exit_code, 0) << same_size.err;
   auto other_size = run_cli("generate -m " + dir + "/model -d " + dir + "/cut --draft-vocab 32 -p 'abc' -n 8 -t 1");
