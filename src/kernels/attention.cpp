@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -145,6 +146,16 @@ __attribute__((target("avx512f"))) void score_block_two_rows(const __m512* qa, c
 
 constexpr int64_t kRowTile = detail::kAttentionRowTile;
 
+// DSPARK_ATTENTION_SHARED_ROWS=0 scores and accumulates every row alone (the same bits): for
+// before/after timings of the row sharing.
+bool share_rows() {
+  static const bool on = [] {
+    const char* v = std::getenv("DSPARK_ATTENTION_SHARED_ROWS");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
 // out += p[s] v_s over the 16 keys of block s0 for kAvRows rows that all see the whole block.
 // Register budget: kAvRows * NV accumulators plus NV value vectors, within 32 for NV <= 4; wider
 // heads take fewer rows (kAvRows * NV <= 16).
@@ -189,6 +200,7 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
   const int64_t group = a.heads / a.kv_heads, stride = (a.keys + 15) / 16 * 16;  // scratch: [kRowTile, stride]
   using Row = detail::AttentionRow;
   constexpr int64_t kAvRows = av_rows<NV>();
+  const bool shared = share_rows();
   Row rows[kRowTile];
   for (int64_t g0 = h0; g0 < h1;) {  // heads [g0, g1) of one kv head
     const int64_t g1 = std::min(h1, (g0 / group + 1) * group);
@@ -208,7 +220,7 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
 #pragma GCC unroll 16
           for (int c = 0; c < NV; ++c) qv[c] = _mm512_loadu_ps(r.q + c * 16);
           if constexpr (NV <= 4) {
-            if (i + 1 < n && whole(r, s0) && whole(rows[i + 1], s0)) {
+            if (shared && i + 1 < n && whole(r, s0) && whole(rows[i + 1], s0)) {
               __m512 qb[NV];
 #pragma GCC unroll 4
               for (int c = 0; c < NV; ++c) qb[c] = _mm512_loadu_ps(rows[i + 1].q + c * 16);
@@ -249,7 +261,7 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
       // keys in the same order, so its bits do not depend on its neighbours.
       for (int64_t s0 = lo; s0 <= hi; s0 += 16) {
         int64_t i = 0;
-        for (; i + kAvRows <= n; i += kAvRows) {
+        for (; shared && i + kAvRows <= n; i += kAvRows) {
           bool whole = true;
           for (int64_t j = i; j < i + kAvRows; ++j) whole = whole && rows[j].first <= s0 && s0 + 15 <= rows[j].last;
           if (!whole) break;
