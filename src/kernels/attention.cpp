@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -109,87 +107,7 @@ __attribute__((target("avx512f"))) void score_block(const __m512* qv, const floa
   _mm512_storeu_ps(p + s0, _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale)));
 }
 
-// The same for two rows a and b that both see all 16 keys of the block, in two halves of 8 keys:
-// each key vector is loaded once for both rows. Lanes 0-7 of a half's reduction are row a's
-// scores, lanes 8-15 row b's; every (row, key) score is the same sum as in score_block (same FMA
-// chain, same reduction tree), so a row's bits do not depend on its neighbour. NV <= 4: 8 query
-// vectors and 16 accumulators fit the 32 registers.
-template <int NV>
-__attribute__((target("avx512f"))) void score_block_two_rows(const __m512* qa, const __m512* qb, const float* kh,
-                                                            int64_t s0, float scale, float* pa, float* pb) {
-  static_assert(NV <= 4);
-#pragma GCC unroll 2
-  for (int half = 0; half < 2; ++half) {
-    __m512 acc[16];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      const float* ks = kh + (s0 + half * 8 + j) * (NV * 16);
-      const __m512 k0 = _mm512_loadu_ps(ks);
-      acc[j] = _mm512_mul_ps(qa[0], k0);
-      acc[j + 8] = _mm512_mul_ps(qb[0], k0);
-#pragma GCC unroll 4
-      for (int c = 1; c < NV; ++c) {
-        const __m512 kc = _mm512_loadu_ps(ks + c * 16);
-        acc[j] = _mm512_fmadd_ps(qa[c], kc, acc[j]);
-        acc[j + 8] = _mm512_fmadd_ps(qb[c], kc, acc[j + 8]);
-      }
-    }
-    const __m512 scores = _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale));
-    // Lanes 0-7 to row a, 8-15 to row b (through memory: GCC 12's 512 -> 256-bit casts and
-    // extracts trip -Wmaybe-uninitialized, see avx512_sum.h).
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, scores);
-    std::memcpy(pa + s0 + half * 8, lanes, 8 * sizeof(float));
-    std::memcpy(pb + s0 + half * 8, lanes + 8, 8 * sizeof(float));
-  }
-}
-
 constexpr int64_t kRowTile = detail::kAttentionRowTile;
-
-// DSPARK_ATTENTION_SHARED_ROWS=0 scores and accumulates every row alone (the same bits): for
-// before/after timings of the row sharing.
-bool share_rows() {
-  static const bool on = [] {
-    const char* v = std::getenv("DSPARK_ATTENTION_SHARED_ROWS");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
-}
-
-// out += p[s] v_s over the 16 keys of block s0 for kAvRows rows that all see the whole block.
-// Register budget: kAvRows * NV accumulators plus NV value vectors, within 32 for NV <= 4; wider
-// heads take fewer rows (kAvRows * NV <= 16).
-template <int NV>
-constexpr int64_t av_rows() {
-  return NV <= 4 ? 4 : NV <= 8 ? 2 : 1;
-}
-
-template <int NV>
-__attribute__((target("avx512f"))) void accumulate_values_whole_block(const detail::AttentionRow* rows, const float* vh,
-                                                                      int64_t s0) {
-  constexpr int64_t R = av_rows<NV>(), D = NV * 16;
-  __m512 o[R][NV];
-#pragma GCC unroll 4
-  for (int64_t i = 0; i < R; ++i)
-#pragma GCC unroll 16
-    for (int c = 0; c < NV; ++c) o[i][c] = _mm512_loadu_ps(rows[i].out + c * 16);
-  for (int64_t s = s0; s < s0 + 16; ++s) {
-    const float* vs = vh + s * D;
-    __m512 v[NV];
-#pragma GCC unroll 16
-    for (int c = 0; c < NV; ++c) v[c] = _mm512_loadu_ps(vs + c * 16);
-#pragma GCC unroll 4
-    for (int64_t i = 0; i < R; ++i) {
-      const __m512 w = _mm512_set1_ps(rows[i].p[s]);
-#pragma GCC unroll 16
-      for (int c = 0; c < NV; ++c) o[i][c] = _mm512_fmadd_ps(w, v[c], o[i][c]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int64_t i = 0; i < R; ++i)
-#pragma GCC unroll 16
-    for (int c = 0; c < NV; ++c) _mm512_storeu_ps(rows[i].out + c * 16, o[i][c]);
-}
 
 template <int NV>
 __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionShape& a, const float* q, const float* k,
@@ -199,8 +117,6 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
   alignas(64) static const float zeros[kMaxVectorDim] = {};
   const int64_t group = a.heads / a.kv_heads, stride = (a.keys + 15) / 16 * 16;  // scratch: [kRowTile, stride]
   using Row = detail::AttentionRow;
-  constexpr int64_t kAvRows = av_rows<NV>();
-  const bool shared = share_rows();
   Row rows[kRowTile];
   for (int64_t g0 = h0; g0 < h1;) {  // heads [g0, g1) of one kv head
     const int64_t g1 = std::min(h1, (g0 / group + 1) * group);
@@ -210,8 +126,7 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
     for (int64_t r0 = 0; r0 < count; r0 += kRowTile) {
       const int64_t n = std::min(kRowTile, count - r0);
       const auto [lo, hi] = detail::fill_row_tile(a, q, out, D, scratch, stride, g0, g1, r0, n, 16, rows);
-      // Scores, block by block over all rows; rows that both see a whole block go in pairs.
-      auto whole = [](const Row& r, int64_t s0) { return r.first <= s0 && s0 + 15 <= r.last; };
+      // Scores, block by block over all rows.
       for (int64_t s0 = lo; s0 <= hi; s0 += 16)
         for (int64_t i = 0; i < n; ++i) {
           const Row& r = rows[i];
@@ -219,16 +134,6 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
           __m512 qv[NV];
 #pragma GCC unroll 16
           for (int c = 0; c < NV; ++c) qv[c] = _mm512_loadu_ps(r.q + c * 16);
-          if constexpr (NV <= 4) {
-            if (shared && i + 1 < n && whole(r, s0) && whole(rows[i + 1], s0)) {
-              __m512 qb[NV];
-#pragma GCC unroll 4
-              for (int c = 0; c < NV; ++c) qb[c] = _mm512_loadu_ps(rows[i + 1].q + c * 16);
-              score_block_two_rows<NV>(qv, qb, kh, s0, a.scale, r.p, rows[i + 1].p);
-              ++i;
-              continue;
-            }
-          }
           score_block<NV>(qv, kh, s0, r.last, zeros, a.scale, r.p);
         }
       // Softmax per row: weights p[s] = exp(score - max) / sum.
@@ -237,9 +142,14 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
         float* p = r.p;
         if (a.softcap > 0)
           for (int64_t s = r.first; s <= r.last; ++s) p[s] = a.softcap * std::tanh(p[s] / a.softcap);
-        float max_score = -INFINITY;
-        for (int64_t s = r.first; s <= r.last; ++s) max_score = std::max(max_score, p[s]);
-        const __m512 mx = _mm512_set1_ps(max_score);
+        // The maximum 16 keys at a time: a scalar max is a chain of dependent compares (~3 cycles
+        // per key), which took as long as the row's dot products.
+        __m512 mv = _mm512_set1_ps(-INFINITY);
+        for (int64_t s = r.first; s <= r.last; s += 16) {
+          const __mmask16 m = r.last + 1 - s >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (r.last + 1 - s)) - 1);
+          mv = _mm512_mask_max_ps(mv, m, mv, _mm512_maskz_loadu_ps(m, p + s));
+        }
+        const __m512 mx = _mm512_set1_ps(avx512_max(mv));
         __m512 sum = _mm512_setzero_ps();
         for (int64_t s = r.first; s <= r.last; s += 16) {
           const __mmask16 m = r.last + 1 - s >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (r.last + 1 - s)) - 1);
@@ -255,19 +165,8 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
         std::fill(r.out, r.out + D, 0.0f);
       }
       // out += p[s] v_s, in key order for each row; the output rows live in `out` between blocks.
-      // A block every row of a group sees whole runs kAvRows rows at once: each value vector is
-      // loaded once for them, and their kAvRows * NV independent accumulator chains keep the FMA
-      // units busy (one row alone has NV chains of 16 dependent FMAs). Each row still adds its
-      // keys in the same order, so its bits do not depend on its neighbours.
-      for (int64_t s0 = lo; s0 <= hi; s0 += 16) {
-        int64_t i = 0;
-        for (; shared && i + kAvRows <= n; i += kAvRows) {
-          bool whole = true;
-          for (int64_t j = i; j < i + kAvRows; ++j) whole = whole && rows[j].first <= s0 && s0 + 15 <= rows[j].last;
-          if (!whole) break;
-          accumulate_values_whole_block<NV>(rows + i, vh, s0);
-        }
-        for (; i < n; ++i) {
+      for (int64_t s0 = lo; s0 <= hi; s0 += 16)
+        for (int64_t i = 0; i < n; ++i) {
           const Row& r = rows[i];
           const int64_t sa = std::max(s0, r.first), sb = std::min(s0 + 15, r.last);
           if (sa > sb) continue;
@@ -283,7 +182,6 @@ __attribute__((target("avx512f"))) void attention_rows_avx512(const AttentionSha
 #pragma GCC unroll 16
           for (int c = 0; c < NV; ++c) _mm512_storeu_ps(r.out + c * 16, o[c]);
         }
-      }
     }
     g0 = g1;
   }

@@ -77,9 +77,13 @@ DSPARK_AVX2 void attention_rows(const AttentionShape& a, const float* q, const f
         float* p = r.p;
         if (a.softcap > 0)
           for (int64_t s = r.first; s <= r.last; ++s) p[s] = a.softcap * std::tanh(p[s] / a.softcap);
-        float max_score = -INFINITY;
-        for (int64_t s = r.first; s <= r.last; ++s) max_score = std::max(max_score, p[s]);
-        const __m256 mx = _mm256_set1_ps(max_score);
+        // The maximum 8 keys at a time (a scalar max is a chain of dependent compares).
+        __m256 mv = _mm256_set1_ps(-INFINITY);
+        for (int64_t s = r.first; s <= r.last; s += 8) {
+          const __m256i m = avx2_tail_mask(r.last + 1 - s);
+          mv = _mm256_max_ps(mv, _mm256_blendv_ps(mv, _mm256_maskload_ps(p + s, m), _mm256_castsi256_ps(m)));
+        }
+        const __m256 mx = _mm256_set1_ps(avx2_max(mv));
         __m256 sum = _mm256_setzero_ps();
         for (int64_t s = r.first; s <= r.last; s += 8) {
           const __m256i m = avx2_tail_mask(r.last + 1 - s);

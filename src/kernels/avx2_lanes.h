@@ -1,5 +1,5 @@
 // Helpers over 8 float lanes shared by the AVX2 kernels (matmul, attention, SiLU): the
-// horizontal sum, and the lane mask of a tail shorter than a vector.
+// horizontal sum and maximum, and the lane mask of a tail shorter than a vector.
 #pragma once
 
 #include <immintrin.h>
@@ -12,6 +12,13 @@ __attribute__((target("avx2,fma"), always_inline)) inline float avx2_sum(__m256 
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma"), always_inline)) inline float avx2_max(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
 

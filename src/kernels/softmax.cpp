@@ -14,21 +14,6 @@
 namespace dspark::kernels {
 namespace {
 
-// The masked forms with an all-ones mask are the plain operations: GCC 12's unmasked max passes an
-// undefined vector that trips -Wmaybe-uninitialized (as in avx512_exp.h).
-__attribute__((target("avx512f"), always_inline)) inline __m512 max16(__m512 a, __m512 b) {
-  return _mm512_mask_max_ps(a, __mmask16(0xFFFF), a, b);
-}
-
-__attribute__((target("avx512f"))) float max_lanes(__m512 v) {
-  using Index = int __attribute__((vector_size(64)));
-  v = max16(v, __m512(__builtin_shuffle(v, Index{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7})));
-  v = max16(v, __m512(__builtin_shuffle(v, Index{4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11})));
-  v = max16(v, __m512(__builtin_shuffle(v, Index{2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13})));
-  v = max16(v, __m512(__builtin_shuffle(v, Index{1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14})));
-  return v[0];
-}
-
 __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
 
 // One row; false when it holds a NaN or an infinity.
@@ -39,13 +24,13 @@ __attribute__((target("avx512f"))) bool softmax_row(const float* x, int64_t n, f
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, x + i);
-    mx = max16(mx, v);
+    mx = _mm512_mask_max_ps(mx, __mmask16(0xFFFF), mx, v);
     nonfinite = _mm512_add_ps(nonfinite, _mm512_maskz_mul_ps(m, v, zero));
   }
   if (!std::isfinite(avx512_sum(nonfinite))) return false;
   // Pass 2: e = exp((x - max) * scale) and their sum (float lanes per 1024 elements, then in
   // double: a float sum over a 152K vocabulary drifts by ~1e-5); pass 3: scale to 1.
-  const __m512 xmax = _mm512_set1_ps(max_lanes(mx)), s = _mm512_set1_ps(scale);
+  const __m512 xmax = _mm512_set1_ps(avx512_max(mx)), s = _mm512_set1_ps(scale);
   double total = 0.0;
   for (int64_t b = 0; b < n; b += 1024) {
     __m512 sum = _mm512_setzero_ps();

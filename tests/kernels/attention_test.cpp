@@ -75,8 +75,8 @@ TEST(AttentionKernel, MatchesLibTorchOverShapes) {
 TEST(AttentionKernel, ARowMatchesItsOneTokenStep) {
   for (Isa isa : paths()) {
     torch::manual_seed(2);
-    // 3 heads per kv head: a row is paired with another head of its token in a one-token step and
-    // with a row of the next token in a step of 8 (the kernel pairs neighbouring rows).
+    // 3 heads per kv head: a row tile mixes the heads of neighbouring tokens differently in a
+    // one-token step and in a step of 8.
     for (auto [heads, kv_heads, D] : {std::tuple<int64_t, int64_t, int64_t>{4, 2, 64}, {4, 2, 128}, {4, 2, 33}, {4, 2, 24},
                                       {3, 1, 64}}) {
       AttentionShape a;
