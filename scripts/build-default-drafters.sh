@@ -15,7 +15,8 @@
 #      decodes from: step 2's contexts are more predictable than those), and the DSpark drafter
 #      continues from step 3's weights on both regenerations (--init, peak lr 5e-4, two threads);
 #   5. calibrate: STS temperatures of the DSpark confidence head on 48 held-out prompts that are
-#      disjoint from the benchmark prompts.
+#      disjoint from the benchmark prompts, for greedy decoding (calibration.json) and at
+#      temperature 1 (calibration-sampled.json).
 # Needs the target's corpus split (scripts/build-mid-model.sh for models/default,
 # scripts/build-default-model.sh for models/default-small). Resumable: run it again after an
 # interruption. Usage: [TARGET=DIR] scripts/build-default-drafters.sh [WORK_DIR (default build/mid-model)]
@@ -76,6 +77,6 @@ for pair in "dspark:$shipped_dspark" "dflash:$WORK/drafters/dflash"; do
     cp "${pair#*:}/$f" "$out/$f.tmp" && mv "$out/$f.tmp" "$out/$f"
   done
 done
-"$DSPARK" calibrate -m "$TARGET" -d "$TARGET-dspark" --prompts "$WORK/drafters/calibration-prompts.jsonl" \
-  --out "$TARGET-dspark/calibration.json"
+"$DSPARK" calibrate -m "$TARGET" -d "$TARGET-dspark" --prompts "$WORK/drafters/calibration-prompts.jsonl"
+"$DSPARK" calibrate -m "$TARGET" -d "$TARGET-dspark" --prompts "$WORK/drafters/calibration-prompts.jsonl" --temp 1 --seed 1
 echo "drafters written to $TARGET-dspark and $TARGET-dflash"
