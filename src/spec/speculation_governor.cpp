@@ -39,12 +39,14 @@ void SpeculationGovernor::observe(double draft_seconds, double tokens, double ve
     warmed_up_ = true;
     return;
   }
-  // The plain mean of the first samples, then a running mean weighting the newest by kAlpha.
+  // The plain mean of the first samples, then running means weighting the newest by kAlpha
+  // (the drafter's time) and kOutcomeAlpha (tokens and drafts per step).
   ++observed_;
-  const double alpha = std::max(kAlpha, 1.0 / double(observed_));
+  const double first = 1.0 / double(observed_);
+  const double alpha = std::max(kAlpha, first), outcome_alpha = std::max(kOutcomeAlpha, first);
   draft_seconds_ += alpha * (draft_seconds - draft_seconds_);
-  tokens_ += alpha * (tokens - tokens_);
-  verified_ += alpha * (verified - verified_);
+  tokens_ += outcome_alpha * (tokens - tokens_);
+  verified_ += outcome_alpha * (verified - verified_);
   // A probe that still says "plain": wait longer before the next one.
   if (probing_) backoff_ = std::min(backoff_ * 2, kMaxBackoff);
 }
