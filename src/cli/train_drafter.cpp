@@ -5,6 +5,7 @@
 #include "cli/command.h"
 #include "cli/distributed_args.h"
 #include "cli/model_args.h"
+#include "drafter/dspark_drafter.h"
 #include "model/device.h"
 #include "io/atomic_file.h"
 #include "train/drafter_trainer.h"
@@ -44,10 +45,7 @@ int run_train_drafter(TrainDrafterArgs args) {
       fail("--init takes the drafter's architecture from {}: leave out --config, --block-size, --markov, --context, "
            "--layout, --mask-token-id and --draft-vocab",
            o.init_dir);
-    const std::string meta_path = o.init_dir + "/dspark.json";
-    const nlohmann::json meta = nlohmann::json::parse(io::read_text_file(meta_path), nullptr, false);
-    if (meta.is_discarded() || !meta.contains("config")) fail("{}: not a drafter's dspark.json", meta_path);
-    o.config = dspark_config_from_json(meta["config"], meta_path);
+    o.config = DSparkDrafter::load(o.init_dir, *loaded.model)->config();  // checks it against the target
   }
   if (!args.config_path.empty())
     o.config = dspark_config_from_json(nlohmann::json::parse(io::read_text_file(args.config_path), nullptr, false),

@@ -272,7 +272,7 @@ at::Tensor DSparkDrafter::base_logits(const Transformer& target, const at::Tenso
 
 at::Tensor DSparkDrafter::target_distribution(const at::Tensor& q) const {
   if (!d2t_.defined()) return q;
-  if (q.device().is_cpu() && q.scalar_type() == torch::kFloat32 && q.is_contiguous() && d2t_.device().is_cpu()) {
+  if (is_host_f32(q) && d2t_.device().is_cpu()) {
     // Once per sampled draft position: a loop instead of index_copy_'s dispatch.
     at::Tensor out = torch::zeros({target_.vocab_size}, q.options());  // [V]
     const float* src = q.data_ptr<float>();

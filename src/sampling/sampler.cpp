@@ -16,10 +16,14 @@ void validate(const SamplingParams& p) {
   if (!(p.top_p > 0.0 && p.top_p <= 1.0)) fail("top-p must be in (0, 1] (got {})", p.top_p);
 }
 
+bool is_host_f32(const at::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
+}
+
 at::Tensor processed_probabilities(const at::Tensor& logits_in, const SamplingParams& p) {
   const int64_t V_in = logits_in.size(-1);
-  if (!p.greedy() && (p.top_k == 0 || p.top_k >= V_in) && p.top_p >= 1.0 && logits_in.device().is_cpu() &&
-      logits_in.scalar_type() == torch::kFloat32 && logits_in.is_contiguous() && kernels::softmax_rows_supported()) {
+  if (!p.greedy() && (p.top_k == 0 || p.top_k >= V_in) && p.top_p >= 1.0 && is_host_f32(logits_in) &&
+      kernels::softmax_rows_supported()) {
     // Temperature alone (the common sampled case): one pass per row (kernels/softmax.h).
     at::Tensor probs = at::empty_like(logits_in);
     if (!kernels::softmax_rows_f32(logits_in.data_ptr<float>(), logits_in.numel() / V_in, V_in,
@@ -77,7 +81,7 @@ int64_t sample_from(const T* p, int64_t V, Rng& rng) {
 int64_t sample_index(const float* probs, int64_t V, Rng& rng) { return sample_from(probs, V, rng); }
 
 int64_t sample_index(const at::Tensor& probs_in, Rng& rng) {
-  if (probs_in.device().is_cpu() && probs_in.scalar_type() == torch::kFloat32 && probs_in.is_contiguous())
+  if (is_host_f32(probs_in))
     return sample_from(probs_in.data_ptr<float>(), probs_in.numel(), rng);  // the same sums, without a float64 copy
   const at::Tensor probs = probs_in.to(torch::kCPU).to(torch::kFloat64).contiguous();
   return sample_from(probs.data_ptr<double>(), probs.numel(), rng);

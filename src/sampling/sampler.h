@@ -36,6 +36,10 @@ class Rng {
   std::mt19937_64 engine_;
 };
 
+// Whether t is a contiguous float32 tensor in host memory: the sampling paths then read its rows
+// directly instead of going through LibTorch operators.
+bool is_host_f32(const at::Tensor& t);
+
 // Draws an index from probabilities [V] (need not be normalised) by inverse CDF in float64.
 int64_t sample_index(const at::Tensor& probs, Rng& rng);
 // The same over V floats on the host (the same float64 sums, so the same draw).

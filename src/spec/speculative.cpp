@@ -56,8 +56,9 @@ SampledVerdict verify_sampled_rows(const float* p, int64_t V, const std::vector<
       continue;
     }
     // Rejected: resample from norm(max(p - q, 0)); q one-hot: p without d.
-    std::vector<float> residual(p_j, p_j + V);
+    std::vector<float> residual(static_cast<size_t>(V));
     if (q.empty()) {
+      std::copy(p_j, p_j + V, residual.begin());
       residual[size_t(d)] = 0.0f;
     } else {
       const float* q_j = q[size_t(j)];
@@ -72,10 +73,6 @@ SampledVerdict verify_sampled_rows(const float* p, int64_t V, const std::vector<
   return v;
 }
 
-bool host_f32(const at::Tensor& t) {
-  return t.device().is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
-}
-
 }  // namespace
 
 SampledVerdict verify_sampled(const at::Tensor& p_in, const std::vector<int64_t>& drafts, const std::vector<at::Tensor>& q_in,
@@ -83,11 +80,11 @@ SampledVerdict verify_sampled(const at::Tensor& p_in, const std::vector<int64_t>
   // The walk reads single probabilities and draws on the host: bring p [n+1, V] over in one copy
   // (a no-op on the CPU) instead of one wait per element on a GPU, and walk raw float rows (one
   // LibTorch operator per element read costs more than the whole walk).
-  const at::Tensor p = host_f32(p_in) ? p_in : p_in.to(torch::kCPU, torch::kFloat32).contiguous();
+  const at::Tensor p = is_host_f32(p_in) ? p_in : p_in.to(torch::kCPU, torch::kFloat32).contiguous();
   std::vector<at::Tensor> q;
   std::vector<const float*> q_rows;
   for (const at::Tensor& t : q_in) {
-    q.push_back(host_f32(t) ? t : t.to(torch::kCPU, torch::kFloat32).contiguous());
+    q.push_back(is_host_f32(t) ? t : t.to(torch::kCPU, torch::kFloat32).contiguous());
     q_rows.push_back(q.back().data_ptr<float>());
   }
   return verify_sampled_rows(p.data_ptr<float>(), p.size(-1), drafts, q_rows, rng);
