@@ -111,7 +111,7 @@ namespace {
 template <bool packed, bool cached = false>
 void BM_MatmulStream(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  if (packed && !dspark::kernels::packed_bf16_supported()) return state.SkipWithError("no AVX512-BF16");
+  if (packed && !dspark::kernels::packed_bf16_supported()) return state.SkipWithError("no packed path");
   at::set_num_threads(bench_threads());
   const int64_t pool = cached ? 1 : std::max<int64_t>(2, (int64_t(256) << 20) / (n * k * 2));
   torch::manual_seed(0);
@@ -144,6 +144,7 @@ void StreamShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"m", "k", "n"})->Unit(benchmark::kMicrosecond);
 }
 BENCHMARK(BM_MatmulStream<false>)->Name("MatmulStream/kernel/bf16")->Apply(StreamShapes);
+BENCHMARK(BM_MatmulStream<false, true>)->Name("MatmulCached/kernel/bf16")->Apply(StreamShapes);
 BENCHMARK(BM_MatmulStream<true>)->Name("MatmulStream/packed/bf16")->Apply(StreamShapes);
 BENCHMARK(BM_MatmulStream<true, true>)->Name("MatmulCached/packed/bf16")->Apply(StreamShapes);
 

@@ -854,9 +854,10 @@ std::unique_ptr<DSparkDrafter> DSparkDrafter::from_parameters(DSparkConfig confi
     }
   }
   // Decoding on the CPU reads every projection once per block: with bf16 weights (as stored) the
-  // packed kernel reads half the bytes of float32 and needs no horizontal sums. Its inputs are
-  // rounded to bf16, as a bf16 drafter computes (drafts may differ in the last bits of their
-  // logits; verification keeps the output exact either way). DSPARK_PACKED_WEIGHTS=0 keeps float32.
+  // packed kernel reads half the bytes of float32 and needs no horizontal sums. With AVX512-BF16
+  // its inputs are rounded to bf16, as a bf16 drafter computes (drafts may differ in the last bits
+  // of their logits; verification keeps the output exact either way). DSPARK_PACKED_WEIGHTS=0
+  // keeps float32.
   if (target.device().is_cpu() && packed_weights_enabled()) {
     for (const auto& name : drafter->names_) {
       const at::Tensor& w = drafter->param(name);

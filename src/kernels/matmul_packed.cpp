@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_packed_avx2.h"
 #include "kernels/parallel.h"
 
 namespace dspark::kernels {
@@ -110,7 +112,16 @@ DSPARK_AVX512BF16 void convert_rows(const float* x, int64_t ldx, int64_t m, int6
 
 }  // namespace
 
-bool packed_bf16_supported() { return isa_supported(Isa::Avx512Bf16); }
+Isa packed_bf16_isa() {
+  switch (best_isa()) {
+    case Isa::Avx512Bf16: return Isa::Avx512Bf16;
+    case Isa::Avx512:
+    case Isa::Avx2: return Isa::Avx2;
+    default: return Isa::Scalar;
+  }
+}
+
+bool packed_bf16_supported() { return packed_bf16_isa() != Isa::Scalar; }
 
 PackedBf16 pack_bf16(const uint16_t* w, int64_t ldw, int64_t n, int64_t k) {
   if (n < 0 || k < 0 || ldw < k) throw std::invalid_argument("pack_bf16: bad sizes or strides");
@@ -128,9 +139,17 @@ PackedBf16 pack_bf16(const uint16_t* w, int64_t ldw, int64_t n, int64_t k) {
 }
 
 void matmul_bf16_packed(const float* x, int64_t ldx, int64_t m, const PackedBf16& w, float* y, int64_t ldy) {
-  if (!packed_bf16_supported()) throw std::invalid_argument("matmul_bf16_packed: CPU lacks AVX512-BF16");
+  if (!packed_bf16_supported()) throw std::invalid_argument("matmul_bf16_packed: CPU lacks AVX2 + FMA");
+  matmul_bf16_packed_with(packed_bf16_isa(), x, ldx, m, w, y, ldy);
+}
+
+void matmul_bf16_packed_with(Isa isa, const float* x, int64_t ldx, int64_t m, const PackedBf16& w, float* y,
+                             int64_t ldy) {
+  if ((isa != Isa::Avx512Bf16 && isa != Isa::Avx2) || !isa_supported(isa))
+    throw std::invalid_argument(std::string("matmul_bf16_packed: no packed path ") + isa_name(isa) + " on this CPU");
   if (m < 0 || ldx < w.k || ldy < w.n) throw std::invalid_argument("matmul_bf16_packed: bad sizes or strides");
   if (m == 0 || w.n == 0) return;
+  if (isa == Isa::Avx2) return detail::matmul_bf16_packed_avx2(x, ldx, m, w, y, ldy);
   const int64_t kp = w.kp(), pairs = kp / 2, panel_stride = kp * kPanel;
   const int64_t panels = (w.n + kPanel - 1) / kPanel, groups = (panels + kGroupPanels - 1) / kGroupPanels;
   // Reused per calling thread: [m, kp] bf16.

@@ -1,4 +1,4 @@
-// Decode matrix products against bf16 weights packed once at load time (AVX-512 BF16).
+// Decode matrix products against bf16 weights packed once at load time (AVX512-BF16, or AVX2 + FMA).
 //
 //   y[m, n] = x[m, k] * w[n, k]^T
 //
@@ -14,14 +14,18 @@
 // Layout: panel p = rows [16p, 16p + 16), [n_panels, kp / 2, 16, 2] bf16 with kp = k rounded up to
 // even; padding rows and the padding column are zero.
 //
-// Numerics: every output is sum over q in increasing order of one vdpbf16ps pair product,
-// accumulated in float32, with x rounded to bf16 (as kernels/matmul.h's Avx512Bf16 path, whose
-// bounds hold). The order does not depend on m or on the thread count, so each row's result is
-// the same whatever else is in the batch (what model/ops.h RowInvariantScope requires).
+// Numerics: with AVX512-BF16, every output is sum over q in increasing order of one vdpbf16ps
+// pair product, accumulated in float32, with x rounded to bf16 (as kernels/matmul.h's Avx512Bf16
+// path, whose bounds hold). On AVX2 (kernels/matmul_packed_avx2.cpp) the same layout is widened in
+// registers and x stays float32: one fma per k in increasing order. Either way the order does not
+// depend on m or on the thread count, so each row's result is the same whatever else is in the
+// batch (what model/ops.h RowInvariantScope requires).
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "kernels/matmul.h"
 
 namespace dspark::kernels {
 
@@ -35,7 +39,11 @@ struct PackedBf16 {
   int64_t kp() const { return (k + 1) / 2 * 2; }
 };
 
-// Whether this CPU runs the packed kernel (AVX-512 BF16).
+// The path the packed kernel takes: Isa::Avx512Bf16 when that is kernels::best_isa(), Isa::Avx2
+// when best_isa() is Avx2 or Avx512 (AVX2 + FMA on the same layout), else Isa::Scalar (none: AMX
+// and scalar CPUs keep the row-major kernels).
+Isa packed_bf16_isa();
+// Whether this CPU runs the packed kernel (packed_bf16_isa() is not Scalar).
 bool packed_bf16_supported();
 
 // Packs w [n, k] (bf16 bits, row stride ldw >= k).
@@ -44,5 +52,9 @@ PackedBf16 pack_bf16(const uint16_t* w, int64_t ldw, int64_t n, int64_t k);
 // y[i * ldy + j] = sum_p x[i * ldx + p] * w[j, p] for i < m, j < w.n. Requires ldx >= w.k, ldy >= w.n
 // and packed_bf16_supported() (throws std::invalid_argument otherwise).
 void matmul_bf16_packed(const float* x, int64_t ldx, int64_t m, const PackedBf16& w, float* y, int64_t ldy);
+// The same through a given path (Isa::Avx512Bf16 or Isa::Avx2; tests and benchmarks compare them);
+// throws std::invalid_argument for another path or one this CPU lacks.
+void matmul_bf16_packed_with(Isa isa, const float* x, int64_t ldx, int64_t m, const PackedBf16& w, float* y,
+                             int64_t ldy);
 
 }  // namespace dspark::kernels

@@ -70,7 +70,7 @@ bool packed_weights_enabled() {
     if (v && *v && std::string(v) == "0") return false;
     const char* k = std::getenv("DSPARK_DISABLE_KERNELS");
     if (k && *k && std::string(k) != "0") return false;
-    return kernels::packed_bf16_supported() && kernels::best_isa() == kernels::Isa::Avx512Bf16;
+    return kernels::packed_bf16_supported();
   }();
   return enabled;
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/matmul.h"
 #include "kernels/matmul_packed.h"
 #include "model/packed_weights.h"
 
@@ -18,21 +19,31 @@ namespace k = dspark::kernels;
 
 const uint16_t* bits(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr()); }
 
-// Runs y = x w^T through the packed kernel; x [m, k] f32 holding bf16 values, w [n, k] bf16.
-// `streamed`: the prefetching variant of the kernel (PackedBf16::streamed), same arithmetic.
-std::vector<float> run_packed(const at::Tensor& x, const at::Tensor& w, int64_t ldy_pad = 0, bool streamed = false) {
+// The packed paths this CPU has (AVX512-BF16 and AVX2 + FMA; an AVX512-BF16 CPU tests both).
+std::vector<k::Isa> packed_paths() {
+  std::vector<k::Isa> paths;
+  for (k::Isa isa : {k::Isa::Avx512Bf16, k::Isa::Avx2})
+    if (k::isa_supported(isa)) paths.push_back(isa);
+  return paths;
+}
+
+// Runs y = x w^T through the packed kernel's path `isa`; x [m, k] f32 holding bf16 values, w [n, k]
+// bf16. `streamed`: the prefetching variant of the kernel (PackedBf16::streamed), same arithmetic.
+std::vector<float> run_packed(k::Isa isa, const at::Tensor& x, const at::Tensor& w, int64_t ldy_pad = 0,
+                              bool streamed = false) {
   const int64_t m = x.size(0), n = w.size(0);
   k::PackedBf16 packed = k::pack_bf16(bits(w), w.stride(0), n, w.size(1));
   packed.streamed = streamed;
   std::vector<float> y(size_t(m * (n + ldy_pad)), std::nanf(""));
-  k::matmul_bf16_packed(x.data_ptr<float>(), x.stride(0), m, packed, y.data(), n + ldy_pad);
+  k::matmul_bf16_packed_with(isa, x.data_ptr<float>(), x.stride(0), m, packed, y.data(), n + ldy_pad);
   return y;
 }
 
 TEST(MatmulPacked, MatchesFloat64ReferenceForOddShapes) {
-  if (!k::packed_bf16_supported()) GTEST_SKIP() << "CPU lacks AVX512-BF16";
+  if (!k::packed_bf16_supported()) GTEST_SKIP() << "CPU lacks AVX2 + FMA";
   // n: below one panel, one panel, a partial group of panels, several groups with a tail.
   // k: odd (a padding column), below one pair, and larger than the unrolled step.
+  for (k::Isa isa : packed_paths())
   for (int64_t n : {1, 15, 16, 17, 33, 64, 100, 257})
     for (int64_t kk : {1, 2, 7, 31, 64, 129})
       for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 16, 17}) {
@@ -40,7 +51,7 @@ TEST(MatmulPacked, MatchesFloat64ReferenceForOddShapes) {
         at::Tensor x = torch::randn({m, kk}).to(torch::kBFloat16).to(torch::kFloat32);
         at::Tensor w = torch::randn({n, kk}).to(torch::kBFloat16).contiguous();
         const int64_t pad = (n % 2) ? 3 : 0;
-        std::vector<float> y = run_packed(x, w, pad);
+        std::vector<float> y = run_packed(isa, x, w, pad);
         at::Tensor x64 = x.to(torch::kFloat64), w64 = w.to(torch::kFloat64);
         at::Tensor ref = at::linear(x64, w64).contiguous(), scale = at::linear(x64.abs(), w64.abs()).contiguous();
         auto r = ref.accessor<double, 2>();
@@ -50,55 +61,62 @@ TEST(MatmulPacked, MatchesFloat64ReferenceForOddShapes) {
           for (int64_t j = 0; j < n; ++j) {
             const double got = y[size_t(i * (n + pad) + j)];
             ASSERT_LE(std::abs(got - r[i][j]), tol_rel * s[i][j] + 1e-30)
-                << "m=" << m << " k=" << kk << " n=" << n << " at [" << i << "," << j << "]";
+                << k::isa_name(isa) << " m=" << m << " k=" << kk << " n=" << n << " at [" << i << "," << j << "]";
           }
         // Padding columns of y are never written.
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = n; j < n + pad; ++j) ASSERT_TRUE(std::isnan(y[size_t(i * (n + pad) + j)]));
         // The prefetching variant computes the same bits (NaN padding compared by representation).
-        const std::vector<float> streamed = run_packed(x, w, pad, true);
+        const std::vector<float> streamed = run_packed(isa, x, w, pad, true);
         ASSERT_EQ(std::memcmp(streamed.data(), y.data(), y.size() * sizeof(float)), 0)
-            << "m=" << m << " k=" << kk << " n=" << n;
+            << k::isa_name(isa) << " m=" << m << " k=" << kk << " n=" << n;
       }
 }
 
 TEST(MatmulPacked, StridedWeightsAndInputs) {
-  if (!k::packed_bf16_supported()) GTEST_SKIP() << "CPU lacks AVX512-BF16";
+  if (!k::packed_bf16_supported()) GTEST_SKIP() << "CPU lacks AVX2 + FMA";
   torch::manual_seed(7);
   at::Tensor xs = torch::randn({5, 80}).to(torch::kBFloat16).to(torch::kFloat32);
   at::Tensor ws = torch::randn({40, 72}).to(torch::kBFloat16).contiguous();
   at::Tensor x = xs.narrow(1, 0, 64), w = ws.narrow(1, 0, 64);
-  std::vector<float> y = run_packed(x, w);
   at::Tensor ref = at::linear(x.to(torch::kFloat64), w.to(torch::kFloat64)).contiguous();
-  at::Tensor got = torch::from_blob(y.data(), {5, 40}, torch::kFloat32).to(torch::kFloat64);
-  EXPECT_LE((got - ref).abs().max().item<double>(), 1e-4);
+  for (k::Isa isa : packed_paths()) {
+    std::vector<float> y = run_packed(isa, x, w);
+    at::Tensor got = torch::from_blob(y.data(), {5, 40}, torch::kFloat32).to(torch::kFloat64);
+    EXPECT_LE((got - ref).abs().max().item<double>(), 1e-4) << k::isa_name(isa);
+  }
 }
 
 // A row's result must not depend on the other rows of the batch (verification of k drafts
 // must score each position exactly as a one-token step would).
 TEST(MatmulPacked, RowsAreBitIdenticalWhateverTheBatch) {
-  if (!k::packed_bf16_supported()) GTEST_SKIP() << "CPU lacks AVX512-BF16";
+  if (!k::packed_bf16_supported()) GTEST_SKIP() << "CPU lacks AVX2 + FMA";
   torch::manual_seed(3);
   const int64_t n = 200, kk = 96;
   at::Tensor x = torch::randn({17, kk});  // arbitrary f32: rounding to bf16 happens inside
   at::Tensor w = torch::randn({n, kk}).to(torch::kBFloat16).contiguous();
-  std::vector<float> all = run_packed(x, w);
-  for (int64_t m : {1, 3, 8, 9})
-    for (int64_t start = 0; start + m <= 17; start += 4) {
-      std::vector<float> part = run_packed(x.narrow(0, start, m), w);
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          ASSERT_EQ(part[size_t(i * n + j)], all[size_t((start + i) * n + j)]) << "m=" << m << " row " << start + i;
-    }
+  for (k::Isa isa : packed_paths()) {
+    std::vector<float> all = run_packed(isa, x, w);
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 9})
+      for (int64_t start = 0; start + m <= 17; start += 4) {
+        std::vector<float> part = run_packed(isa, x.narrow(0, start, m), w);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            ASSERT_EQ(part[size_t(i * n + j)], all[size_t((start + i) * n + j)])
+                << k::isa_name(isa) << " m=" << m << " row " << start + i;
+      }
+  }
 }
 
 TEST(MatmulPacked, RejectsTooNarrowStrides) {
-  if (!k::packed_bf16_supported()) GTEST_SKIP() << "CPU lacks AVX512-BF16";
+  if (!k::packed_bf16_supported()) GTEST_SKIP() << "CPU lacks AVX2 + FMA";
   at::Tensor w = torch::randn({4, 8}).to(torch::kBFloat16).contiguous();
   const k::PackedBf16 packed = k::pack_bf16(bits(w), 8, 4, 8);
   std::vector<float> x(16, 1.0f), y(16);
   EXPECT_THROW(k::matmul_bf16_packed(x.data(), 4, 1, packed, y.data(), 4), std::invalid_argument);
   EXPECT_THROW(k::matmul_bf16_packed(x.data(), 8, 1, packed, y.data(), 2), std::invalid_argument);
+  // A path the packed kernel does not have.
+  EXPECT_THROW(k::matmul_bf16_packed_with(k::Isa::Scalar, x.data(), 8, 1, packed, y.data(), 4), std::invalid_argument);
 }
 
 TEST(PackedWeights, RegistersQualifyingMatricesWhileAlive) {
