@@ -6,13 +6,19 @@
 
 #include <cstdint>
 
+#include "kernels/matmul.h"  // Isa
+
 namespace dspark::kernels {
 
 // y[r, :] = softmax(x[r, :] * scale) for r < rows over n >= 1 columns (scale = 1 / temperature).
 // Returns false when a row holds a NaN or an infinity (y is then unspecified). Threads over rows
-// when the rows are many. The AVX-512 path only: callers check softmax_rows_supported() first and
-// otherwise use LibTorch (whose vectorised softmax beats a scalar loop).
+// when the rows are many. AVX-512 and AVX2 + FMA paths only: callers check
+// softmax_rows_supported() first and otherwise use LibTorch (whose vectorised softmax beats a
+// scalar loop).
 bool softmax_rows_f32(const float* x, int64_t rows, int64_t n, float scale, float* y);
 bool softmax_rows_supported();
+// Through the widest path up to `isa` (Isa::Avx2 or wider) that this CPU has; throws
+// std::invalid_argument when there is none (tests compare the paths).
+bool softmax_rows_f32_with(Isa isa, const float* x, int64_t rows, int64_t n, float scale, float* y);
 
 }  // namespace dspark::kernels

@@ -43,34 +43,35 @@ TEST(MatmulPacked, MatchesFloat64ReferenceForOddShapes) {
   if (!k::packed_bf16_supported()) GTEST_SKIP() << "CPU lacks AVX2 + FMA";
   // n: below one panel, one panel, a partial group of panels, several groups with a tail.
   // k: odd (a padding column), below one pair, and larger than the unrolled step.
-  for (k::Isa isa : packed_paths())
-  for (int64_t n : {1, 15, 16, 17, 33, 64, 100, 257})
-    for (int64_t kk : {1, 2, 7, 31, 64, 129})
-      for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 16, 17}) {
-        torch::manual_seed(n * 1000 + kk * 10 + m);
-        at::Tensor x = torch::randn({m, kk}).to(torch::kBFloat16).to(torch::kFloat32);
-        at::Tensor w = torch::randn({n, kk}).to(torch::kBFloat16).contiguous();
-        const int64_t pad = (n % 2) ? 3 : 0;
-        std::vector<float> y = run_packed(isa, x, w, pad);
-        at::Tensor x64 = x.to(torch::kFloat64), w64 = w.to(torch::kFloat64);
-        at::Tensor ref = at::linear(x64, w64).contiguous(), scale = at::linear(x64.abs(), w64.abs()).contiguous();
-        auto r = ref.accessor<double, 2>();
-        auto s = scale.accessor<double, 2>();
-        const double tol_rel = kk * std::ldexp(1.0, -24);
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            const double got = y[size_t(i * (n + pad) + j)];
-            ASSERT_LE(std::abs(got - r[i][j]), tol_rel * s[i][j] + 1e-30)
-                << k::isa_name(isa) << " m=" << m << " k=" << kk << " n=" << n << " at [" << i << "," << j << "]";
-          }
-        // Padding columns of y are never written.
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = n; j < n + pad; ++j) ASSERT_TRUE(std::isnan(y[size_t(i * (n + pad) + j)]));
-        // The prefetching variant computes the same bits (NaN padding compared by representation).
-        const std::vector<float> streamed = run_packed(isa, x, w, pad, true);
-        ASSERT_EQ(std::memcmp(streamed.data(), y.data(), y.size() * sizeof(float)), 0)
-            << k::isa_name(isa) << " m=" << m << " k=" << kk << " n=" << n;
-      }
+  for (k::Isa isa : packed_paths()) {
+    for (int64_t n : {1, 15, 16, 17, 33, 64, 100, 257})
+      for (int64_t kk : {1, 2, 7, 31, 64, 129})
+        for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 16, 17}) {
+          torch::manual_seed(n * 1000 + kk * 10 + m);
+          at::Tensor x = torch::randn({m, kk}).to(torch::kBFloat16).to(torch::kFloat32);
+          at::Tensor w = torch::randn({n, kk}).to(torch::kBFloat16).contiguous();
+          const int64_t pad = (n % 2) ? 3 : 0;
+          std::vector<float> y = run_packed(isa, x, w, pad);
+          at::Tensor x64 = x.to(torch::kFloat64), w64 = w.to(torch::kFloat64);
+          at::Tensor ref = at::linear(x64, w64).contiguous(), scale = at::linear(x64.abs(), w64.abs()).contiguous();
+          auto r = ref.accessor<double, 2>();
+          auto s = scale.accessor<double, 2>();
+          const double tol_rel = kk * std::ldexp(1.0, -24);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              const double got = y[size_t(i * (n + pad) + j)];
+              ASSERT_LE(std::abs(got - r[i][j]), tol_rel * s[i][j] + 1e-30)
+                  << k::isa_name(isa) << " m=" << m << " k=" << kk << " n=" << n << " at [" << i << "," << j << "]";
+            }
+          // Padding columns of y are never written.
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = n; j < n + pad; ++j) ASSERT_TRUE(std::isnan(y[size_t(i * (n + pad) + j)]));
+          // The prefetching variant computes the same bits (NaN padding compared by representation).
+          const std::vector<float> streamed = run_packed(isa, x, w, pad, true);
+          ASSERT_EQ(std::memcmp(streamed.data(), y.data(), y.size() * sizeof(float)), 0)
+              << k::isa_name(isa) << " m=" << m << " k=" << kk << " n=" << n;
+        }
+  }
 }
 
 TEST(MatmulPacked, StridedWeightsAndInputs) {
