@@ -1,8 +1,9 @@
 // Packed-panel bf16 decode products (see matmul_packed.h).
 //
-// Work: a thread takes a contiguous run of panels (one linear stream of weights). It walks them in
-// groups of 4 panels (64 output columns); for each group every pass of up to 8 x rows reads the
-// group's weights (4 * kp * 32 bytes, 64 KiB for k = 512) from memory once and from cache after.
+// Work (kernels/matmul_packed_walk.h): a thread takes a contiguous run of panels (one linear stream
+// of weights). It walks them in groups of 4 panels (64 output columns); for each group every pass
+// of up to 8 x rows reads the group's weights (4 * kp * 32 bytes, 64 KiB for k = 512) from memory
+// once and from cache after.
 // Accumulators: rows x panels zmm registers, 16 at most (4 rows x 4 panels or 8 rows x 2 panels).
 #include "kernels/matmul_packed.h"
 
@@ -14,14 +15,14 @@
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_packed_avx2.h"
-#include "kernels/parallel.h"
+#include "kernels/matmul_packed_walk.h"
 
 namespace dspark::kernels {
 namespace {
 
-constexpr int64_t kPanel = 16;        // output rows per panel (float lanes of a zmm)
-constexpr int64_t kGroupPanels = 4;   // panels per work unit
-constexpr int64_t kMaxPassRows = 8;   // x rows per pass
+using detail::kPackedPanel;
+constexpr int64_t kPanel = kPackedPanel;  // output rows per panel (float lanes of a zmm)
+constexpr int kMaxPassRows = 8;           // x rows per pass
 // A streamed matrix (PackedBf16::streamed): each block prefetches the next block's panels into L2
 // in lockstep (the same k-pair of the panels NP further on: NP * 16 * kp * 2 bytes ahead in the
 // thread's linear stream, 32-64 KiB for k = 512).
@@ -74,16 +75,9 @@ DSPARK_AVX512BF16 void packed_block(const uint32_t* xq, int64_t ldq, int64_t pai
     }
 }
 
-using BlockFn = void (*)(const uint32_t*, int64_t, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t);
+using Blocks = detail::PackedBlocks<uint32_t, kMaxPassRows>;
 
-// [rows - 1]: a full group (4 panels as one block for <= 4 rows, two blocks of 2 for more), and
-// single panels for a group's leftover.
-struct Blocks {
-  BlockFn group[kMaxPassRows];
-  int group_panels[kMaxPassRows];
-  BlockFn single[kMaxPassRows];
-};
-
+// [rows - 1]: a full group is 4 panels as one block for <= 4 rows, two blocks of 2 for more.
 template <bool Prefetch>
 const Blocks& blocks() {
   static const Blocks b = {
@@ -150,40 +144,13 @@ void matmul_bf16_packed_with(Isa isa, const float* x, int64_t ldx, int64_t m, co
   if (m < 0 || ldx < w.k || ldy < w.n) throw std::invalid_argument("matmul_bf16_packed: bad sizes or strides");
   if (m == 0 || w.n == 0) return;
   if (isa == Isa::Avx2) return detail::matmul_bf16_packed_avx2(x, ldx, m, w, y, ldy);
-  const int64_t kp = w.kp(), pairs = kp / 2, panel_stride = kp * kPanel;
-  const int64_t panels = (w.n + kPanel - 1) / kPanel, groups = (panels + kGroupPanels - 1) / kGroupPanels;
+  const int64_t kp = w.kp();
   // Reused per calling thread: [m, kp] bf16.
   thread_local std::vector<uint16_t> buffer;
   if (buffer.size() < size_t(m * kp)) buffer.resize(size_t(m * kp));
   convert_rows(x, ldx, m, w.k, buffer.data(), kp);
-  const auto* xq = reinterpret_cast<const uint32_t*>(buffer.data());
   const Blocks& table = w.streamed ? blocks<true>() : blocks<false>();
-  // As kernels/matmul.cpp: >= 128 KiB of weight traffic per thread before splitting pays off.
-  const int64_t passes = (m + kMaxPassRows - 1) / kMaxPassRows;
-  const int64_t group_bytes = kGroupPanels * panel_stride * 2 * passes;
-  const int64_t grain = std::max<int64_t>(1, (int64_t(128) << 10) / std::max<int64_t>(1, group_bytes));
-  parallel_ranges(groups, grain, [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t p0 = g * kGroupPanels, np = std::min(kGroupPanels, panels - p0);
-      for (int64_t i0 = 0; i0 < m; i0 += kMaxPassRows) {
-        const int64_t rows = std::min(kMaxPassRows, m - i0);
-        const uint32_t* xi = xq + i0 * pairs;
-        float* yi = y + i0 * ldy;
-        int64_t p = p0;
-        if (np == kGroupPanels) {
-          const int64_t step = table.group_panels[rows - 1];
-          for (; p < p0 + np; p += step) {
-            const int64_t cols = std::min(step * kPanel, w.n - p * kPanel);
-            table.group[rows - 1](xi, pairs, pairs, w.data.data() + p * panel_stride, panel_stride, yi + p * kPanel, ldy, cols);
-          }
-        }
-        for (; p < p0 + np; ++p) {
-          const int64_t cols = std::min(kPanel, w.n - p * kPanel);
-          table.single[rows - 1](xi, pairs, pairs, w.data.data() + p * panel_stride, panel_stride, yi + p * kPanel, ldy, cols);
-        }
-      }
-    }
-  });
+  detail::walk_packed_groups(reinterpret_cast<const uint32_t*>(buffer.data()), kp / 2, m, w, y, ldy, table, table);
 }
 
 }  // namespace dspark::kernels

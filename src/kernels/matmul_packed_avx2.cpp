@@ -25,16 +25,15 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/parallel.h"
+#include "kernels/matmul_packed_walk.h"
 
 namespace dspark::kernels::detail {
 namespace {
 
 #define DSPARK_AVX2 __attribute__((target("avx2,fma")))
 
-constexpr int64_t kPanel = 16;       // output rows per panel
-constexpr int64_t kGroupPanels = 4;  // panels per work unit
-constexpr int64_t kMaxPassRows = 4;  // x rows per pass
+constexpr int64_t kPanel = kPackedPanel;  // output rows per panel
+constexpr int kMaxPassRows = 4;           // x rows per pass
 
 DSPARK_AVX2 inline __m256 even_weights(__m256i pairs) { return _mm256_castsi256_ps(_mm256_slli_epi32(pairs, 16)); }
 DSPARK_AVX2 inline __m256 odd_weights(__m256i pairs, __m256i high) {
@@ -112,16 +111,9 @@ DSPARK_AVX2 void packed_block(const float* x, int64_t ldx, int64_t pairs, const 
     }
 }
 
-using BlockFn = void (*)(const float*, int64_t, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t);
+using Blocks = PackedBlocks<float, kMaxPassRows>;
 
-// [rows - 1]: the block for a full group and its panels per call, and single panels for a
-// group's leftover.
-struct Blocks {
-  BlockFn group[kMaxPassRows];
-  int group_panels[kMaxPassRows];
-  BlockFn single[kMaxPassRows];
-};
-
+// [rows - 1]: 1 row x 4 panels, 2 rows x 2 panels, 3-4 rows x 1 panel.
 template <bool Prefetch>
 const Blocks& blocks() {
   static const Blocks b = {
@@ -137,8 +129,7 @@ const Blocks& blocks() {
 }  // namespace
 
 void matmul_bf16_packed_avx2(const float* x, int64_t ldx, int64_t m, const PackedBf16& w, float* y, int64_t ldy) {
-  const int64_t kp = w.kp(), pairs = kp / 2, panel_stride = kp * kPanel;
-  const int64_t panels = (w.n + kPanel - 1) / kPanel, groups = (panels + kGroupPanels - 1) / kGroupPanels;
+  const int64_t kp = w.kp();
   // An odd k reads x one column past its end (times a zero weight): copy x into rows of kp floats.
   thread_local std::vector<float> padded;
   if (kp != w.k) {
@@ -147,36 +138,8 @@ void matmul_bf16_packed_avx2(const float* x, int64_t ldx, int64_t m, const Packe
     x = padded.data();
     ldx = kp;
   }
-  const Blocks& first = w.streamed ? blocks<true>() : blocks<false>();
-  const Blocks& again = blocks<false>();  // later passes find the group in cache
-  const int64_t passes = (m + kMaxPassRows - 1) / kMaxPassRows;
-  const int64_t group_bytes = kGroupPanels * panel_stride * 2 * passes;
-  const int64_t grain = std::max<int64_t>(1, (int64_t(128) << 10) / std::max<int64_t>(1, group_bytes));
-  parallel_ranges(groups, grain, [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t p0 = g * kGroupPanels, np = std::min(kGroupPanels, panels - p0);
-      for (int64_t i0 = 0; i0 < m; i0 += kMaxPassRows) {
-        const Blocks& table = i0 == 0 ? first : again;
-        const int64_t rows = std::min(kMaxPassRows, m - i0);
-        const float* xi = x + i0 * ldx;
-        float* yi = y + i0 * ldy;
-        int64_t p = p0;
-        if (np == kGroupPanels) {
-          const int64_t step = table.group_panels[rows - 1];
-          for (; p < p0 + np; p += step) {
-            const int64_t cols = std::min(step * kPanel, w.n - p * kPanel);
-            table.group[rows - 1](xi, ldx, pairs, w.data.data() + p * panel_stride, panel_stride, yi + p * kPanel, ldy,
-                                  cols);
-          }
-        }
-        for (; p < p0 + np; ++p) {
-          const int64_t cols = std::min(kPanel, w.n - p * kPanel);
-          table.single[rows - 1](xi, ldx, pairs, w.data.data() + p * panel_stride, panel_stride, yi + p * kPanel, ldy,
-                                 cols);
-        }
-      }
-    }
-  });
+  // Only a group's first pass prefetches: later passes find the group in cache.
+  walk_packed_groups(x, ldx, m, w, y, ldy, w.streamed ? blocks<true>() : blocks<false>(), blocks<false>());
 }
 
 }  // namespace dspark::kernels::detail
