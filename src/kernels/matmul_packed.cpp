@@ -20,9 +20,8 @@
 namespace dspark::kernels {
 namespace {
 
-using detail::kPackedPanel;
-constexpr int64_t kPanel = kPackedPanel;  // output rows per panel (float lanes of a zmm)
-constexpr int kMaxPassRows = 8;           // x rows per pass
+constexpr int64_t kPanel = detail::kPackedPanel;  // output rows per panel (float lanes of a zmm)
+constexpr int kMaxPassRows = 8;                   // x rows per pass
 // A streamed matrix (PackedBf16::streamed): each block prefetches the next block's panels into L2
 // in lockstep (the same k-pair of the panels NP further on: NP * 16 * kp * 2 bytes ahead in the
 // thread's linear stream, 32-64 KiB for k = 512).

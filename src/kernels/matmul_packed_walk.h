@@ -1,8 +1,8 @@
 // Internal to kernels/matmul_packed*.cpp: how a packed product is split into work and passes,
 // shared by the AVX512-BF16 and the AVX2 kernels (each brings its own blocks and x format).
 //
-// Work: a thread takes a contiguous run of groups of kGroupPanels panels (one linear stream of
-// weights). For each group, every pass of up to MaxRows x rows reads the group's weights from
+// Work: a thread takes a contiguous run of groups of kPackedGroupPanels panels (one linear stream
+// of weights). For each group, every pass of up to MaxRows x rows reads the group's weights from
 // memory once (the first pass) and from cache after (the later ones).
 #pragma once
 
