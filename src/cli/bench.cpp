@@ -30,6 +30,7 @@ struct BenchArgs {
   int64_t gamma = 0;
   int64_t limit = 0;
   std::vector<std::string> verify;  // one run of every DSpark / DFlash drafter per mode; empty: its default
+  std::vector<std::string> sampled_verify{"block"};  // at temperature > 0, every drafter under each rule
   double conf_min = 0.5;
   SamplingParams sampling;
   bool json = false;
@@ -128,10 +129,29 @@ int run_bench(const BenchArgs& args) {
   o.sampling = args.sampling;
   o.eos_ids = loaded.eos_ids;
   o.conf_min = args.conf_min;
+  // At temperature > 0, every drafting method once per sampled verification rule.
+  if (!args.sampling.greedy() && args.sampled_verify.size() > 1) {
+    std::vector<Method> expanded;
+    for (auto& m : methods) {
+      if (m.factory->plain()) {
+        expanded.push_back(std::move(m));
+        continue;
+      }
+      for (const auto& rule : args.sampled_verify) {
+        Method copy{m.label, m.kind, m.factory, m.options, m.setup};
+        copy.options.sampled_verify = parse_sampled_verify(rule);
+        expanded.push_back(std::move(copy));
+      }
+    }
+    methods = std::move(expanded);
+  } else if (!args.sampled_verify.empty()) {
+    for (auto& m : methods) m.options.sampled_verify = parse_sampled_verify(args.sampled_verify[0]);
+  }
   for (auto& m : methods) {
     // Everything but the verify policy is shared; DSpark drafters keep their own policy.
     const SpecOptions own = m.options;
     m.options = o;
+    m.options.sampled_verify = own.sampled_verify;
     if (m.kind == "dspark" || m.kind == "dflash") {
       m.options.verify = own.verify;
       m.options.calibration = own.calibration;
@@ -186,7 +206,9 @@ int run_bench(const BenchArgs& args) {
     const double tps = m.decode_seconds > 0 ? m.tokens / m.decode_seconds : 0;
     const char* verify_names[] = {"fixed", "threshold", "sts", "auto"};
     nlohmann::json r = {{"method", m.kind},
-                        {"verify", m.factory->plain() ? "none" : verify_names[int(m.options.verify)]},
+                        {"verify", m.factory->plain() ? "none"
+                                   : std::string(verify_names[int(m.options.verify)]) +
+                                         (!args.sampling.greedy() && m.options.sampled_verify == SampledVerify::Token ? "/token" : "")},
                         {"drafter", m.label},
                         {"tau", m.stats.tau()},
                         {"steps", m.stats.steps},
@@ -252,6 +274,10 @@ Command add_bench(CLI::App& root) {
                   "DSpark drafters)")
       ->delimiter(',');
   app->add_option("--conf-min", args->conf_min, "threshold mode: cut drafts at the first confidence below this");
+  app->add_option("--sampled-verify", args->sampled_verify,
+                  "temperature > 0: block | token verification, or a comma list to run every drafter under each")
+      ->delimiter(',')
+      ->capture_default_str();
   app->add_option("--limit", args->limit, "use only the first N prompts");
   app->add_option("--temp", args->sampling.temperature, "temperature (0 = greedy)");
   app->add_option("--top-k", args->sampling.top_k, "top-k (0 = off)");

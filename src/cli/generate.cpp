@@ -29,6 +29,7 @@ struct GenerateArgs {
   std::string verify;
   std::string calibration;
   double conf_min = 0.5;
+  std::string sampled_verify = "block";
   RuntimeArgs runtime;
 };
 
@@ -61,6 +62,7 @@ int run_generate(const GenerateArgs& args) {
   spec.sampling = args.sampling;
   spec.eos_ids = loaded.eos_ids;
   spec.conf_min = args.conf_min;
+  spec.sampled_verify = parse_sampled_verify(args.sampled_verify);
   VerifySetup verify_setup;
   prepare_verify(spec, verify_setup, args.verify, *loaded.model, args.model_dir, factory.dspark(), args.drafter_dir,
                  args.calibration, args.json);
@@ -143,6 +145,9 @@ Command add_generate(CLI::App& root) {
   app->add_option("--verify", args->verify, "fixed | threshold | sts | auto (default: auto with a confidence head)");
   app->add_option("--calibration", args->calibration, "STS calibration file (default: DRAFTER/calibration.json if present)");
   app->add_option("--conf-min", args->conf_min, "threshold mode: cut drafts at the first confidence below this");
+  app->add_option("--sampled-verify", args->sampled_verify,
+                  "temperature > 0: block (drafts judged jointly) or token (draft by draft) verification")
+      ->capture_default_str();
   app->add_flag("--json", args->json, "print one JSON object instead of streaming text");
   args->runtime.add_to(app);
   return {app, [args] { return run_generate(*args); }};

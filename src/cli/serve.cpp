@@ -52,6 +52,7 @@ struct ServeArgs {
   int64_t gamma = 0;
   std::string verify, calibration;
   double conf_min = 0.5;
+  std::string sampled_verify = "block";
   int http_threads = 0;
   RuntimeArgs runtime;
 };
@@ -78,6 +79,7 @@ int run_serve(const ServeArgs& args) {
   base.gamma = args.gamma;
   base.eos_ids = loaded.eos_ids;
   base.conf_min = args.conf_min;
+  base.sampled_verify = parse_sampled_verify(args.sampled_verify);
   VerifySetup verify_setup;
   prepare_verify(base, verify_setup, args.verify, target, args.model_dir, drafters.dspark(), args.drafter_dir,
                  args.calibration, /*quiet=*/false, args.engine.slots);
@@ -142,6 +144,9 @@ Command add_serve(CLI::App& root) {
   app->add_option("--verify", args->verify, "fixed | threshold | sts | auto (default: auto with a confidence head)");
   app->add_option("--calibration", args->calibration, "STS calibration file (default: DRAFTER/calibration.json)");
   app->add_option("--conf-min", args->conf_min, "threshold / sts modes: cut drafts below this");
+  app->add_option("--sampled-verify", args->sampled_verify,
+                  "temperature > 0: block (drafts judged jointly) or token (draft by draft) verification")
+      ->capture_default_str();
   app->add_option("--http-threads", args->http_threads, "HTTP worker threads (default: max(32, 4 x parallel))");
   args->runtime.add_to(app);
   return {app, [args] { return run_serve(*args); }};

@@ -166,7 +166,7 @@ void SpecSequence::finish_verify(const ChunkOutput& verify, double forward_secon
     next = target[size_t(accepted)];
   } else {
     at::Tensor p = processed_probabilities(verify.logits, options_.sampling);  // [n+1, V]
-    SampledVerdict v = verify_sampled(p, proposal_.tokens, proposal_.q, rng_);
+    SampledVerdict v = verify_sampled(p, proposal_.tokens, proposal_.q, rng_, options_.sampled_verify);
     accepted = v.accepted;
     next = v.next_token;
   }

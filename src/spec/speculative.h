@@ -25,12 +25,19 @@ enum class VerifyMode {
 };
 VerifyMode parse_verify_mode(const std::string& name);
 
+// How sampled decoding (temperature > 0) verifies a block: both keep the target's output
+// distribution exactly; block verification (the default) judges the drafts jointly and accepts at
+// least as many in expectation.
+enum class SampledVerify { Block, Token };
+SampledVerify parse_sampled_verify(const std::string& name);
+
 struct SpecOptions {
   int64_t max_new_tokens = 128;
   int64_t gamma = 0;  // drafts per block; 0: the drafter's block size (5 without one)
   SamplingParams sampling;
   std::vector<int64_t> eos_ids;
   VerifyMode verify = VerifyMode::Fixed;
+  SampledVerify sampled_verify = SampledVerify::Block;
   double conf_min = 0.5;
   // STS temperatures (sts, auto) for greedy decoding, and for sampled decoding (temperature > 0,
   // where a draft survives with probability 1 - TV rather than when it is the argmax: another
@@ -76,12 +83,14 @@ SpecResult generate_speculative(Transformer& target, Drafter* drafter, const std
                                 const SpecOptions& options, const std::function<void(int64_t)>& on_token = {});
 
 // One sampled verification (exposed for tests): target probabilities p [n+1, V] (processed), the
-// drafts and their q (empty: one-hot). Returns the accepted count m and the next token.
+// drafts and their q (empty: one-hot). Returns the accepted count m and the next token. Token:
+// each draft accepted with probability min(1, p/q) until the first rejection, the next token from
+// norm(max(p - q, 0)) there (Leviathan et al.); Block: see SampledVerify.
 struct SampledVerdict {
   int64_t accepted = 0;
   int64_t next_token = 0;
 };
 SampledVerdict verify_sampled(const at::Tensor& p, const std::vector<int64_t>& drafts, const std::vector<at::Tensor>& q,
-                              Rng& rng);
+                              Rng& rng, SampledVerify rule = SampledVerify::Token);
 
 }  // namespace dspark

@@ -182,10 +182,107 @@ double chi_square_of(const Verifier& verify, int64_t draws) {
   return chi2;
 }
 
+Verifier with_rule(SampledVerify rule) {
+  return [rule](const at::Tensor& p, const std::vector<int64_t>& drafts, const std::vector<at::Tensor>& q, Rng& rng) {
+    return verify_sampled(p, drafts, q, rng, rule);
+  };
+}
+
 TEST(Speculative, SampledVerificationMatchesTheTargetDistribution) {
   // 16 cells, 15 degrees of freedom: the 0.001 critical value is 37.70.
-  const double chi2 = chi_square_of(verify_sampled, 100000);
-  EXPECT_LT(chi2, 37.70) << "chi-square " << chi2;
+  for (SampledVerify rule : {SampledVerify::Token, SampledVerify::Block}) {
+    const double chi2 = chi_square_of(with_rule(rule), 100000);
+    EXPECT_LT(chi2, 37.70) << "chi-square " << chi2 << (rule == SampledVerify::Block ? " (block)" : " (token)");
+  }
+}
+
+// The same check where distributions depend on the context (the previous token), which is where
+// block verification differs from token verification: p(. | prev) and q(. | prev) over V = 4,
+// drafts chained through q, the joint of the first three emitted tokens against the product of
+// the target's conditionals. Returns the chi-square over the 64 cells and, via tokens_per_step,
+// the mean tokens emitted per verification.
+struct ContextSetting {
+  at::Tensor p, q;  // [V + 1, V]: row prev (row V: the start)
+};
+
+ContextSetting context_setting() {
+  const int64_t V = 4;
+  at::Tensor p = torch::tensor({0.50, 0.20, 0.20, 0.10, 0.10, 0.60, 0.10, 0.20, 0.25, 0.25, 0.25, 0.25, 0.40, 0.30, 0.20,
+                                0.10, 0.05, 0.15, 0.30, 0.50},
+                               torch::kFloat32).view({V + 1, V});
+  at::Tensor q = torch::tensor({0.40, 0.40, 0.10, 0.10, 0.30, 0.30, 0.30, 0.10, 0.10, 0.60, 0.20, 0.10, 0.25, 0.25, 0.25,
+                                0.25, 0.30, 0.30, 0.20, 0.20},
+                               torch::kFloat32).view({V + 1, V});
+  return {p, q};
+}
+
+double chi_square_in_context(const Verifier& verify, int64_t draws, double* tokens_per_step) {
+  const int64_t V = 4, n = 3;
+  const ContextSetting c = context_setting();
+  Rng rng(7);
+  std::map<std::vector<int64_t>, int64_t> counts;
+  int64_t emitted = 0, steps = 0;
+  for (int64_t d = 0; d < draws; ++d) {
+    std::vector<int64_t> out;
+    while (out.size() < 3) {
+      int64_t prev = out.empty() ? V : out.back();
+      std::vector<int64_t> drafts;
+      std::vector<at::Tensor> qs, ps;
+      for (int64_t j = 0; j < n; ++j) {
+        qs.push_back(c.q[prev]);
+        ps.push_back(c.p[prev]);
+        drafts.push_back(sample_index(c.q[prev], rng));
+        prev = drafts.back();
+      }
+      ps.push_back(c.p[prev]);
+      SampledVerdict v = verify(torch::stack(ps), drafts, qs, rng);
+      for (int64_t j = 0; j < v.accepted; ++j) out.push_back(drafts[size_t(j)]);
+      out.push_back(v.next_token);
+      emitted += v.accepted + 1;
+      ++steps;
+    }
+    out.resize(3);
+    ++counts[out];
+  }
+  *tokens_per_step = double(emitted) / double(steps);
+  double chi2 = 0;
+  for (int64_t a = 0; a < V; ++a)
+    for (int64_t b = 0; b < V; ++b)
+      for (int64_t e = 0; e < V; ++e) {
+        const double expected =
+            double(draws) * c.p[V][a].item<double>() * c.p[a][b].item<double>() * c.p[b][e].item<double>();
+        const double diff = double(counts[{a, b, e}]) - expected;
+        chi2 += diff * diff / expected;
+      }
+  return chi2;
+}
+
+TEST(Speculative, BlockVerificationKeepsTheDistributionAndAcceptsMore) {
+  // 64 cells, 63 degrees of freedom: the 0.001 critical value is 103.44.
+  double token_rate = 0, block_rate = 0;
+  const double token_chi2 = chi_square_in_context(with_rule(SampledVerify::Token), 60000, &token_rate);
+  const double block_chi2 = chi_square_in_context(with_rule(SampledVerify::Block), 60000, &block_rate);
+  EXPECT_LT(token_chi2, 103.44) << "token chi-square " << token_chi2;
+  EXPECT_LT(block_chi2, 103.44) << "block chi-square " << block_chi2;
+  // Block verification is never worse in expectation; here it emits clearly more per step.
+  EXPECT_GT(block_rate, token_rate + 0.02) << "block " << block_rate << " vs token " << token_rate;
+}
+
+TEST(Speculative, BlockVerificationWithoutTheWeightedResidualFailsTheSameTest) {
+  // Block verification whose correction token comes from the plain residual norm(max(p - q, 0))
+  // instead of norm(max(w_tau p - q, 0)) biases the output; the test must see it.
+  Verifier broken = [](const at::Tensor& p, const std::vector<int64_t>& drafts, const std::vector<at::Tensor>& q, Rng& rng) {
+    // The verdict of block verification, with its next token replaced after a partial block.
+    SampledVerdict v = verify_sampled(p, drafts, q, rng, SampledVerify::Block);
+    if (v.accepted < int64_t(drafts.size())) {
+      const int64_t t = v.accepted;
+      at::Tensor residual = (p[t] - q[size_t(t)]).clamp_min(0);
+      v.next_token = sample_index(residual, rng);
+    }
+    return v;
+  };
+  double rate = 0;
+  EXPECT_GT(chi_square_in_context(broken, 200000, &rate), 103.44);
 }
 
 TEST(Speculative, BrokenAcceptanceRuleFailsTheSameTest) {
