@@ -18,6 +18,19 @@ namespace {
 
 enum class Impl { Kernel, Torch };
 
+// m new queries after `context` cached keys.
+dspark::kernels::AttentionShape shape_of(int64_t m, int64_t heads, int64_t kv_heads, int64_t D, int64_t context) {
+  dspark::kernels::AttentionShape a;
+  a.tokens = m;
+  a.heads = heads;
+  a.kv_heads = kv_heads;
+  a.head_dim = D;
+  a.keys = context + m;
+  a.position0 = context;
+  a.scale = float(1.0 / std::sqrt(double(D)));
+  return a;
+}
+
 template <Impl impl>
 void BM_Attention(benchmark::State& state) {
   const int64_t m = state.range(0), heads = state.range(1), kv_heads = state.range(2), D = state.range(3);
@@ -28,14 +41,7 @@ void BM_Attention(benchmark::State& state) {
   at::Tensor q = torch::randn({m, heads, D});
   at::Tensor k = torch::randn({kv_heads, S, D}), v = torch::randn({kv_heads, S, D});
   at::Tensor out = torch::empty({m, heads, D});
-  dspark::kernels::AttentionShape a;
-  a.tokens = m;
-  a.heads = heads;
-  a.kv_heads = kv_heads;
-  a.head_dim = D;
-  a.keys = S;
-  a.position0 = context;
-  a.scale = float(1.0 / std::sqrt(double(D)));
+  const dspark::kernels::AttentionShape a = shape_of(m, heads, kv_heads, D, context);
   for (auto _ : state) {
     if constexpr (impl == Impl::Kernel) {
       dspark::kernels::attention_f32(a, q.data_ptr<float>(), k.data_ptr<float>(), v.data_ptr<float>(), S * D,
@@ -77,14 +83,7 @@ void BM_AttentionStream(benchmark::State& state) {
   at::Tensor q = torch::randn({m, heads, D});
   at::Tensor kv = torch::randn({pool, 2, kv_heads, S, D});
   at::Tensor out = torch::empty({m, heads, D});
-  dspark::kernels::AttentionShape a;
-  a.tokens = m;
-  a.heads = heads;
-  a.kv_heads = kv_heads;
-  a.head_dim = D;
-  a.keys = S;
-  a.position0 = context;
-  a.scale = float(1.0 / std::sqrt(double(D)));
+  const dspark::kernels::AttentionShape a = shape_of(m, heads, kv_heads, D, context);
   int64_t next = 0;
   for (auto _ : state) {
     const float* k = kv.data_ptr<float>() + next * 2 * kv_heads * S * D;
