@@ -21,6 +21,7 @@ struct CalibrateArgs {
   std::string model_dir, drafter_dir, prompts_path, out_path, svg_path;
   int64_t max_new = 128;
   SamplingParams sampling;
+  std::string sampled_verify = "block";
   RuntimeArgs runtime;
 };
 
@@ -36,6 +37,7 @@ int run_calibrate(const CalibrateArgs& args) {
   o.sampling = args.sampling;
   o.eos_ids = loaded.eos_ids;
   o.verify = VerifyMode::Fixed;
+  o.sampled_verify = parse_sampled_verify(args.sampled_verify);
   o.on_verify = [&](const DraftProposal& p, int64_t accepted) {
     data.conf_logits.push_back(p.conf_logits);
     data.accepted.push_back(accepted);
@@ -88,6 +90,9 @@ Command add_calibrate(CLI::App& root) {
   app->add_option("-n,--n-predict", args->max_new, "tokens per prompt")->capture_default_str();
   app->add_option("--temp", args->sampling.temperature, "temperature of the decoding runs (0 = greedy)");
   app->add_option("--seed", args->sampling.seed, "random seed");
+  app->add_option("--sampled-verify", args->sampled_verify,
+                  "temperature > 0: the verification rule the calibration is for (block or token)")
+      ->capture_default_str();
   args->runtime.add_to(app);
   return {app, [args] { return run_calibrate(*args); }};
 }
