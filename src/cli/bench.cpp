@@ -129,24 +129,17 @@ int run_bench(const BenchArgs& args) {
   o.sampling = args.sampling;
   o.eos_ids = loaded.eos_ids;
   o.conf_min = args.conf_min;
-  // At temperature > 0, every drafting method once per sampled verification rule.
-  if (!args.sampling.greedy() && args.sampled_verify.size() > 1) {
-    std::vector<Method> expanded;
-    for (auto& m : methods) {
-      if (m.factory->plain()) {
-        expanded.push_back(std::move(m));
-        continue;
-      }
-      for (const auto& rule : args.sampled_verify) {
-        Method copy{m.label, m.kind, m.factory, m.options, m.setup};
-        copy.options.sampled_verify = parse_sampled_verify(rule);
-        expanded.push_back(std::move(copy));
-      }
+  // Every drafting method once per sampled verification rule (greedy decoding uses none: once).
+  std::vector<std::string> rules = args.sampled_verify;
+  if (args.sampling.greedy() || rules.empty()) rules.resize(1, "block");
+  std::vector<Method> expanded;
+  for (auto& m : methods)
+    for (size_t i = 0; i < (m.factory->plain() ? 1 : rules.size()); ++i) {
+      Method copy{m.label, m.kind, m.factory, m.options, m.setup};
+      copy.options.sampled_verify = parse_sampled_verify(rules[i]);
+      expanded.push_back(std::move(copy));
     }
-    methods = std::move(expanded);
-  } else if (!args.sampled_verify.empty()) {
-    for (auto& m : methods) m.options.sampled_verify = parse_sampled_verify(args.sampled_verify[0]);
-  }
+  methods = std::move(expanded);
   for (auto& m : methods) {
     // Everything but the verify policy is shared; DSpark drafters keep their own policy.
     const SpecOptions own = m.options;

@@ -41,6 +41,21 @@ void SpecStats::add(const SpecStats& o) {
 
 namespace {
 
+// q_j(x) for drafts drawn from row q (nullptr: one-hot at the draft d).
+inline double draft_probability(const float* q, int64_t d, int64_t x) { return q ? double(q[x]) : (x == d ? 1.0 : 0.0); }
+
+// The correction token after a rejection: a draw from norm(max(w p - q, 0)) (w = 1: the residual
+// of token verification; w < 1: block verification's). Where that has no mass, from p.
+int64_t sample_residual(const float* p, const float* q, int64_t d, double w, int64_t V, Rng& rng) {
+  std::vector<float> residual(static_cast<size_t>(V));
+  double mass = 0.0;
+  for (int64_t x = 0; x < V; ++x) {
+    residual[size_t(x)] = float(std::max(w * double(p[x]) - draft_probability(q, d, x), 0.0));
+    mass += residual[size_t(x)];
+  }
+  return mass > 1e-12 ? sample_index(residual.data(), V, rng) : sample_index(p, V, rng);
+}
+
 // The walk of verify_sampled over host float32 rows: p [n + 1, V], q[j] [V] (none: one-hot drafts).
 SampledVerdict verify_sampled_rows(const float* p, int64_t V, const std::vector<int64_t>& drafts,
                                    const std::vector<const float*>& q, Rng& rng) {
@@ -57,17 +72,7 @@ SampledVerdict verify_sampled_rows(const float* p, int64_t V, const std::vector<
       continue;
     }
     // Rejected: resample from norm(max(p - q, 0)); q one-hot: p without d.
-    std::vector<float> residual(static_cast<size_t>(V));
-    if (q.empty()) {
-      std::copy(p_j, p_j + V, residual.begin());
-      residual[size_t(d)] = 0.0f;
-    } else {
-      const float* q_j = q[size_t(j)];
-      for (int64_t i = 0; i < V; ++i) residual[size_t(i)] = std::max(p_j[i] - q_j[i], 0.0f);
-    }
-    double mass = 0.0;
-    for (float r : residual) mass += r;
-    v.next_token = mass > 1e-12 ? sample_index(residual.data(), V, rng) : sample_index(p_j, V, rng);
+    v.next_token = sample_residual(p_j, q.empty() ? nullptr : q[size_t(j)], d, 1.0, V, rng);
     return v;
   }
   v.next_token = sample_index(p + n * V, V, rng);  // all accepted: the bonus token from p
@@ -101,9 +106,6 @@ double positive_part_mass(const float* p, const float* q, int64_t d, double w, i
   for (; x < V; ++x) total += std::max(w * double(p[x]) - double(q[x]), 0.0);
   return total;
 }
-
-// q_j(x) for drafts drawn from row q (nullptr: one-hot at the draft d).
-inline double draft_probability(const float* q, int64_t d, int64_t x) { return q ? double(q[x]) : (x == d ? 1.0 : 0.0); }
 
 // Block verification (Sun et al., "Block Verification Accelerates Speculative Decoding", ICLR
 // 2025): the block is judged jointly instead of draft by draft, with the same output
@@ -143,16 +145,7 @@ SampledVerdict verify_block_rows(const float* p, int64_t V, const std::vector<in
     v.next_token = sample_index(p + n * V, V, rng);  // the whole block kept: the bonus token from p
     return v;
   }
-  const float* p_t = p + tau * V;
-  const float* q_t = q_row(tau);
-  const int64_t d = drafts[size_t(tau)];
-  std::vector<float> residual(static_cast<size_t>(V));
-  double mass = 0.0;
-  for (int64_t x = 0; x < V; ++x) {
-    residual[size_t(x)] = float(std::max(weight[size_t(tau)] * double(p_t[x]) - draft_probability(q_t, d, x), 0.0));
-    mass += residual[size_t(x)];
-  }
-  v.next_token = mass > 1e-12 ? sample_index(residual.data(), V, rng) : sample_index(p_t, V, rng);
+  v.next_token = sample_residual(p + tau * V, q_row(tau), drafts[size_t(tau)], weight[size_t(tau)], V, rng);
   return v;
 }
 

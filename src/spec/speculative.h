@@ -91,6 +91,6 @@ struct SampledVerdict {
   int64_t next_token = 0;
 };
 SampledVerdict verify_sampled(const at::Tensor& p, const std::vector<int64_t>& drafts, const std::vector<at::Tensor>& q,
-                              Rng& rng, SampledVerify rule = SampledVerify::Token);
+                              Rng& rng, SampledVerify rule);
 
 }  // namespace dspark
