@@ -140,7 +140,7 @@ void BM_MatmulStream(benchmark::State& state) {
 
 void StreamShapes(benchmark::internal::Benchmark* b) {
   for (auto [k, n] : {std::pair<int64_t, int64_t>{512, 512}, {512, 1536}, {1536, 512}, {512, 8192}, {1024, 3072}})
-    for (int64_t m : {1, 8, 16}) b->Args({m, k, n});
+    for (int64_t m : {1, 4, 8, 16}) b->Args({m, k, n});
   b->ArgNames({"m", "k", "n"})->Unit(benchmark::kMicrosecond);
 }
 BENCHMARK(BM_MatmulStream<false>)->Name("MatmulStream/kernel/bf16")->Apply(StreamShapes);

@@ -14,9 +14,15 @@
 #      regenerates the training prompts at temperature 1 without top-p / top-k (what `--temp 1`
 #      decodes from: step 2's contexts are more predictable than those), and the DSpark drafter
 #      continues from step 3's weights on both regenerations (--init, peak lr 5e-4, two threads);
-#   5. calibrate: STS temperatures of the DSpark confidence head on 48 held-out prompts that are
+#   5. a DSpark drafter for sampled decoding, $TARGET-dspark-sampled (SAMPLED_MINUTES, default 60;
+#      0 skips): step 4's drafter continues on temperature-1 regenerations only (step 4's and a
+#      second one, --seed 2) with the paper's loss weights 0.1,0.9,1: at temperature 1 a draft is
+#      accepted with probability 1 - TV(p, q), the L1 term, and CE on the sampled token pulls q
+#      toward the data instead (docs/BENCHMARKS.md, "A drafter for sampled decoding");
+#   6. calibrate: STS temperatures of the DSpark confidence heads on 48 held-out prompts that are
 #      disjoint from the benchmark prompts, for greedy decoding (calibration.json) and at
-#      temperature 1 (calibration-sampled.json).
+#      temperature 1 (calibration-sampled.json; fitted under token-by-token verification, which
+#      the head's per-position confidences fit: under block verification the fit hits its cap).
 # Needs the target's corpus split (scripts/build-mid-model.sh for models/default,
 # scripts/build-default-model.sh for models/default-small). Resumable: run it again after an
 # interruption. Usage: [TARGET=DIR] scripts/build-default-drafters.sh [WORK_DIR (default build/mid-model)]
@@ -27,6 +33,7 @@ WORK=${1:-build/mid-model}
 TARGET=${TARGET:-models/default}
 MINUTES=${MINUTES:-50}
 FINETUNE_MINUTES=${FINETUNE_MINUTES:-55}
+SAMPLED_MINUTES=${SAMPLED_MINUTES:-60}
 PROMPTS=${PROMPTS:-3000}
 DSPARK=${DSPARK:-build/dspark}
 DSPARK_LOSS=${DSPARK_LOSS:-1,0.9,1}
@@ -77,6 +84,28 @@ for pair in "dspark:$shipped_dspark" "dflash:$WORK/drafters/dflash"; do
     cp "${pair#*:}/$f" "$out/$f.tmp" && mv "$out/$f.tmp" "$out/$f"
   done
 done
-"$DSPARK" calibrate -m "$TARGET" -d "$TARGET-dspark" --prompts "$WORK/drafters/calibration-prompts.jsonl"
-"$DSPARK" calibrate -m "$TARGET" -d "$TARGET-dspark" --prompts "$WORK/drafters/calibration-prompts.jsonl" --temp 1 --seed 1
-echo "drafters written to $TARGET-dspark and $TARGET-dflash"
+drafters=("$TARGET-dspark")
+if [ "$FINETUNE_MINUTES" != 0 ] && [ "$SAMPLED_MINUTES" != 0 ]; then
+  "$DSPARK" regen --target "$TARGET" --prompts "$WORK/drafters/train-prompts.jsonl" --out "$WORK/drafters/regen-t1b" \
+    --temp 1 --top-p 1 --top-k 0 --max-new 128 --batch 16 --seed 2
+  resume=()
+  [ -f "$WORK/drafters/dspark-sampled/train/train_state.safetensors" ] && resume=(--resume)
+  "$DSPARK" train --target "$TARGET" --data "$WORK/drafters/regen-t1" --data "$WORK/drafters/regen-t1b" \
+    --init "$shipped_dspark" --out "$WORK/drafters/dspark-sampled" --minutes "$SAMPLED_MINUTES" --batch-size 8 \
+    --anchors 32 --max-len 256 --lr 5e-4 --seed 2 --threads 2 --cache-hidden --loss-weights 0.1,0.9,1 \
+    "${resume[@]}" > "$WORK/drafters/dspark-sampled.log" 2>&1
+  tail -n 1 "$WORK/drafters/dspark-sampled.log"
+  out="$TARGET-dspark-sampled"
+  mkdir -p "$out"
+  for f in dspark.json drafter.safetensors token_counts.json; do
+    cp "$WORK/drafters/dspark-sampled/$f" "$out/$f.tmp" && mv "$out/$f.tmp" "$out/$f"
+  done
+  drafters+=("$out")
+fi
+
+for d in "${drafters[@]}"; do
+  "$DSPARK" calibrate -m "$TARGET" -d "$d" --prompts "$WORK/drafters/calibration-prompts.jsonl"
+  "$DSPARK" calibrate -m "$TARGET" -d "$d" --prompts "$WORK/drafters/calibration-prompts.jsonl" --temp 1 --seed 1 \
+    --sampled-verify token
+done
+echo "drafters written to ${drafters[*]} and $TARGET-dflash"
