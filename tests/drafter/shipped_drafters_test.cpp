@@ -1,6 +1,7 @@
 // The drafters shipped in models/ belong to the target beside them: each loads against it (the
-// target identity in its dspark.json matches) and greedy speculative decoding with it equals plain
-// decoding token for token on a Python prompt, with drafts accepted.
+// target identity in its dspark.json matches), its calibration files were fitted for it, and
+// greedy speculative decoding with it equals plain decoding token for token on a Python prompt,
+// with drafts accepted.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "drafter/dspark_drafter.h"
 #include "model/transformer.h"
+#include "spec/calibration.h"
 #include "spec/dspark_source.h"
 #include "support/greedy_lossless.h"
 #include "tokenizer/tokenizer.h"
@@ -29,6 +31,14 @@ void expect_drafters_fit(const std::string& target_name, const std::vector<std::
     SCOPED_TRACE(name);
     ASSERT_TRUE(fs::exists(kModels + name + "/dspark.json"));
     std::shared_ptr<DSparkDrafter> drafter = DSparkDrafter::load(kModels + name, *target);
+    if (drafter->config().confidence) {  // DFlash has no confidence head to calibrate
+      const std::string greedy = kModels + name + "/" + kGreedyCalibrationFile;
+      const std::string sampled = kModels + name + "/" + kSampledCalibrationFile;
+      EXPECT_NO_THROW(load_calibration(greedy, drafter->calibration_fingerprint()));
+      if (fs::exists(sampled)) {
+        EXPECT_NO_THROW(load_calibration(sampled, drafter->calibration_fingerprint()));
+      }
+    }
     const testing::GreedyLossless r = testing::expect_greedy_equals_plain(
         *target, [&] { return std::make_unique<DSparkSource>(drafter, *target); }, prompt, 24, {3, 7});
     EXPECT_GT(r.checked, 0);
