@@ -50,13 +50,29 @@ python3 scripts/make-prompts.py "$WORK/corpus/valid" "$WORK/drafters/calibration
 "$DSPARK" regen --target "$TARGET" --prompts "$WORK/drafters/train-prompts.jsonl" --out "$WORK/drafters/regen" \
   --temp 0.7 --top-p 0.8 --top-k 20 --max-new 128 --batch 16 --seed 0
 
-train() {  # name, extra args...
+# `dspark train` into $WORK/drafters/NAME (log NAME.log beside it), resuming a run left there.
+train_into() {  # name, train args...
   local name=$1; shift
   local resume=()
   [ -f "$WORK/drafters/$name/train/train_state.safetensors" ] && resume=(--resume)
-  "$DSPARK" train --target "$TARGET" --data "$WORK/drafters/regen" --out "$WORK/drafters/$name" \
-    --config configs/default-dspark.drafter.json --minutes "$MINUTES" --batch-size 8 --anchors 32 --max-len 256 \
-    --lr 1e-3 --seed 0 --threads 1 --cache-hidden "$@" "${resume[@]}" > "$WORK/drafters/$name.log" 2>&1
+  "$DSPARK" train --target "$TARGET" --out "$WORK/drafters/$name" "$@" "${resume[@]}" > "$WORK/drafters/$name.log" 2>&1
+}
+# The training prompts regenerated at temperature 1 without top-p / top-k, into $WORK/drafters/NAME.
+regen_t1() {  # name, seed
+  "$DSPARK" regen --target "$TARGET" --prompts "$WORK/drafters/train-prompts.jsonl" --out "$WORK/drafters/$1" \
+    --temp 1 --top-p 1 --top-k 0 --max-new 128 --batch 16 --seed "$2"
+}
+# A trained drafter's files into a model directory, each written atomically.
+install_drafter() {  # from, to
+  mkdir -p "$2"
+  for f in dspark.json drafter.safetensors token_counts.json; do
+    cp "$1/$f" "$2/$f.tmp" && mv "$2/$f.tmp" "$2/$f"
+  done
+}
+train() {  # name, extra args...
+  local name=$1; shift
+  train_into "$name" --data "$WORK/drafters/regen" --config configs/default-dspark.drafter.json --minutes "$MINUTES" \
+    --batch-size 8 --anchors 32 --max-len 256 --lr 1e-3 --seed 0 --threads 1 --cache-hidden "$@"
 }
 train dspark --loss-weights "$DSPARK_LOSS" &
 train dflash --dflash &
@@ -65,42 +81,25 @@ tail -n 1 "$WORK/drafters/dspark.log" "$WORK/drafters/dflash.log"
 
 shipped_dspark=$WORK/drafters/dspark
 if [ "$FINETUNE_MINUTES" != 0 ]; then
-  "$DSPARK" regen --target "$TARGET" --prompts "$WORK/drafters/train-prompts.jsonl" --out "$WORK/drafters/regen-t1" \
-    --temp 1 --top-p 1 --top-k 0 --max-new 128 --batch 16 --seed 1
-  resume=()
-  [ -f "$WORK/drafters/dspark-ft/train/train_state.safetensors" ] && resume=(--resume)
-  "$DSPARK" train --target "$TARGET" --data "$WORK/drafters/regen" --data "$WORK/drafters/regen-t1" \
-    --init "$WORK/drafters/dspark" --out "$WORK/drafters/dspark-ft" --minutes "$FINETUNE_MINUTES" --batch-size 8 \
-    --anchors 32 --max-len 256 --lr 5e-4 --seed 1 --threads 2 --cache-hidden --loss-weights "$DSPARK_LOSS" \
-    "${resume[@]}" > "$WORK/drafters/dspark-ft.log" 2>&1
+  regen_t1 regen-t1 1
+  train_into dspark-ft --data "$WORK/drafters/regen" --data "$WORK/drafters/regen-t1" --init "$WORK/drafters/dspark" \
+    --minutes "$FINETUNE_MINUTES" --batch-size 8 --anchors 32 --max-len 256 --lr 5e-4 --seed 1 --threads 2 \
+    --cache-hidden --loss-weights "$DSPARK_LOSS"
   tail -n 1 "$WORK/drafters/dspark-ft.log"
   shipped_dspark=$WORK/drafters/dspark-ft
 fi
 
-for pair in "dspark:$shipped_dspark" "dflash:$WORK/drafters/dflash"; do
-  out="$TARGET-${pair%%:*}"
-  mkdir -p "$out"
-  for f in dspark.json drafter.safetensors token_counts.json; do
-    cp "${pair#*:}/$f" "$out/$f.tmp" && mv "$out/$f.tmp" "$out/$f"
-  done
-done
+install_drafter "$shipped_dspark" "$TARGET-dspark"
+install_drafter "$WORK/drafters/dflash" "$TARGET-dflash"
 drafters=("$TARGET-dspark")
 if [ "$FINETUNE_MINUTES" != 0 ] && [ "$SAMPLED_MINUTES" != 0 ]; then
-  "$DSPARK" regen --target "$TARGET" --prompts "$WORK/drafters/train-prompts.jsonl" --out "$WORK/drafters/regen-t1b" \
-    --temp 1 --top-p 1 --top-k 0 --max-new 128 --batch 16 --seed 2
-  resume=()
-  [ -f "$WORK/drafters/dspark-sampled/train/train_state.safetensors" ] && resume=(--resume)
-  "$DSPARK" train --target "$TARGET" --data "$WORK/drafters/regen-t1" --data "$WORK/drafters/regen-t1b" \
-    --init "$shipped_dspark" --out "$WORK/drafters/dspark-sampled" --minutes "$SAMPLED_MINUTES" --batch-size 8 \
-    --anchors 32 --max-len 256 --lr 5e-4 --seed 2 --threads 2 --cache-hidden --loss-weights 0.1,0.9,1 \
-    "${resume[@]}" > "$WORK/drafters/dspark-sampled.log" 2>&1
+  regen_t1 regen-t1b 2
+  train_into dspark-sampled --data "$WORK/drafters/regen-t1" --data "$WORK/drafters/regen-t1b" --init "$shipped_dspark" \
+    --minutes "$SAMPLED_MINUTES" --batch-size 8 --anchors 32 --max-len 256 --lr 5e-4 --seed 2 --threads 2 \
+    --cache-hidden --loss-weights 0.1,0.9,1
   tail -n 1 "$WORK/drafters/dspark-sampled.log"
-  out="$TARGET-dspark-sampled"
-  mkdir -p "$out"
-  for f in dspark.json drafter.safetensors token_counts.json; do
-    cp "$WORK/drafters/dspark-sampled/$f" "$out/$f.tmp" && mv "$out/$f.tmp" "$out/$f"
-  done
-  drafters+=("$out")
+  install_drafter "$WORK/drafters/dspark-sampled" "$TARGET-dspark-sampled"
+  drafters+=("$TARGET-dspark-sampled")
 fi
 
 for d in "${drafters[@]}"; do
