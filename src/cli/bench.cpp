@@ -1,5 +1,6 @@
 // dspark bench: plain decoding and every given drafter on the same prompts, in one process,
-// interleaved prompt by prompt (so machine noise hits all methods alike), with tau, acceptance
+// interleaved prompt by prompt (so machine noise hits all methods alike; the order reverses from
+// one prompt to the next, so no method always runs first or after the same one), with tau, acceptance
 // per position, tokens/s and speedup over plain decoding measured in the same run.
 #include <nlohmann/json.hpp>
 
@@ -179,16 +180,22 @@ int run_bench(const BenchArgs& args) {
   for (auto& m : methods) decode(m, encoded[0], o.sampling.seed);
 
   for (size_t i = 0; i < encoded.size(); ++i) {
-    std::vector<int64_t> plain_tokens;
-    for (auto& m : methods) {
+    // Methods in the given order on even prompts and in reverse on odd ones: a method that always
+    // ran right after another (or first) would carry that position's effect on the caches and the
+    // host's clock into its ratio.
+    std::vector<std::vector<int64_t>> outputs(methods.size());
+    for (size_t j = 0; j < methods.size(); ++j) {
+      const size_t at = i % 2 == 0 ? j : methods.size() - 1 - j;
+      Method& m = methods[at];
       // The same seed for every method on this prompt.
-      const SpecResult r = decode(m, encoded[i], o.sampling.seed + i);
+      SpecResult r = decode(m, encoded[i], o.sampling.seed + i);
       m.stats.add(r.stats);
       m.tokens += std::max<int64_t>(0, int64_t(r.tokens.size()) - 1);
       m.decode_seconds += r.stats.seconds - r.stats.prefill_seconds;
-      if (m.kind == "none") plain_tokens = r.tokens;
-      else if (o.sampling.greedy() && r.tokens != plain_tokens) ++m.mismatches;
+      outputs[at] = std::move(r.tokens);
     }
+    for (size_t j = 1; j < methods.size(); ++j)
+      if (o.sampling.greedy() && outputs[j] != outputs[0]) ++methods[j].mismatches;
     if (!args.json) std::cerr << fmt::format("\rprompt {}/{}", i + 1, encoded.size()) << std::flush;
   }
   if (!args.json) std::cerr << "\n";
