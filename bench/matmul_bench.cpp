@@ -135,7 +135,8 @@ void BM_MatmulStream(benchmark::State& state) {
     next = (next + 1) % pool;
   }
   state.SetBytesProcessed(state.iterations() * n * k * 2);
-  state.SetLabel(packed ? "packed" : dspark::kernels::isa_name(dspark::kernels::best_isa()));
+  state.SetLabel(packed ? std::string("packed ") + dspark::kernels::isa_name(dspark::kernels::packed_bf16_isa())
+                        : dspark::kernels::isa_name(dspark::kernels::best_isa()));
 }
 
 void StreamShapes(benchmark::internal::Benchmark* b) {

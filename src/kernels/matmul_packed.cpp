@@ -10,11 +10,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/matmul.h"
 #include "kernels/matmul_packed_avx2.h"
+#include "kernels/matmul_packed_avx512.h"
 #include "kernels/matmul_packed_walk.h"
 
 namespace dspark::kernels {
@@ -106,12 +108,21 @@ DSPARK_AVX512BF16 void convert_rows(const float* x, int64_t ldx, int64_t m, int6
 }  // namespace
 
 Isa packed_bf16_isa() {
-  switch (best_isa()) {
-    case Isa::Avx512Bf16: return Isa::Avx512Bf16;
-    case Isa::Avx512:
-    case Isa::Avx2: return Isa::Avx2;
-    default: return Isa::Scalar;
-  }
+  static const Isa isa = [] {
+    switch (best_isa()) {
+      case Isa::Avx512Bf16: {
+        // vdpbf16ps unless this CPU issues it so slowly that widening is faster; DSPARK_ISA=avx512bf16
+        // keeps it regardless (before/after comparisons).
+        const char* forced = std::getenv("DSPARK_ISA");
+        if (forced && std::string(forced) == isa_name(Isa::Avx512Bf16)) return Isa::Avx512Bf16;
+        return detail::bf16_dot_slower_than_widening() ? Isa::Avx512 : Isa::Avx512Bf16;
+      }
+      case Isa::Avx512: return Isa::Avx512;
+      case Isa::Avx2: return Isa::Avx2;
+      default: return Isa::Scalar;
+    }
+  }();
+  return isa;
 }
 
 bool packed_bf16_supported() { return packed_bf16_isa() != Isa::Scalar; }
@@ -138,11 +149,12 @@ void matmul_bf16_packed(const float* x, int64_t ldx, int64_t m, const PackedBf16
 
 void matmul_bf16_packed_with(Isa isa, const float* x, int64_t ldx, int64_t m, const PackedBf16& w, float* y,
                              int64_t ldy) {
-  if ((isa != Isa::Avx512Bf16 && isa != Isa::Avx2) || !isa_supported(isa))
+  if ((isa != Isa::Avx512Bf16 && isa != Isa::Avx512 && isa != Isa::Avx2) || !isa_supported(isa))
     throw std::invalid_argument(std::string("matmul_bf16_packed: no packed path ") + isa_name(isa) + " on this CPU");
   if (m < 0 || ldx < w.k || ldy < w.n) throw std::invalid_argument("matmul_bf16_packed: bad sizes or strides");
   if (m == 0 || w.n == 0) return;
   if (isa == Isa::Avx2) return detail::matmul_bf16_packed_avx2(x, ldx, m, w, y, ldy);
+  if (isa == Isa::Avx512) return detail::matmul_bf16_packed_avx512(x, ldx, m, w, y, ldy);
   const int64_t kp = w.kp();
   // Reused per calling thread: [m, kp] bf16.
   thread_local std::vector<uint16_t> buffer;

@@ -1,4 +1,4 @@
-// Decode matrix products against bf16 weights packed once at load time (AVX512-BF16, or AVX2 + FMA).
+// Decode matrix products against bf16 weights packed once at load time (AVX512-BF16, AVX-512F or AVX2 + FMA).
 //
 //   y[m, n] = x[m, k] * w[n, k]^T
 //
@@ -16,10 +16,11 @@
 //
 // Numerics: with AVX512-BF16, every output is sum over q in increasing order of one vdpbf16ps
 // pair product, accumulated in float32, with x rounded to bf16 (as kernels/matmul.h's Avx512Bf16
-// path, whose bounds hold). On AVX2 (kernels/matmul_packed_avx2.cpp) the same layout is widened in
-// registers and x stays float32: one fma per k in increasing order. Either way the order does not
+// path, whose bounds hold). On AVX-512F and on AVX2 (kernels/matmul_packed_avx512.cpp,
+// matmul_packed_avx2.cpp) the same layout is widened in registers and x stays float32: one fma per
+// k in increasing order, so these two paths give identical bits. Either way the order does not
 // depend on m or on the thread count, so each row's result is the same whatever else is in the
-// batch (what model/ops.h RowInvariantScope requires).
+// batch (what model/ops.h RowInvariantScope requires); one process uses one path for every m.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +40,12 @@ struct PackedBf16 {
   int64_t kp() const { return (k + 1) / 2 * 2; }
 };
 
-// The path the packed kernel takes: Isa::Avx512Bf16 when that is kernels::best_isa(), Isa::Avx2
-// when best_isa() is Avx2 or Avx512 (AVX2 + FMA on the same layout), else Isa::Scalar (none: AMX
-// and scalar CPUs keep the row-major kernels).
+// The path the packed kernel takes, fixed for the process:
+//   best_isa() Avx512Bf16: Isa::Avx512Bf16, or Isa::Avx512 (widening) where this CPU issues
+//     vdpbf16ps too slowly for it to pay (detail::bf16_dot_slower_than_widening, measured once;
+//     DSPARK_ISA=avx512bf16 keeps vdpbf16ps);
+//   best_isa() Avx512: Isa::Avx512; Avx2: Isa::Avx2;
+//   else Isa::Scalar (none: AMX and scalar CPUs keep the row-major kernels).
 Isa packed_bf16_isa();
 // Whether this CPU runs the packed kernel (packed_bf16_isa() is not Scalar).
 bool packed_bf16_supported();
@@ -52,8 +56,8 @@ PackedBf16 pack_bf16(const uint16_t* w, int64_t ldw, int64_t n, int64_t k);
 // y[i * ldy + j] = sum_p x[i * ldx + p] * w[j, p] for i < m, j < w.n. Requires ldx >= w.k, ldy >= w.n
 // and packed_bf16_supported() (throws std::invalid_argument otherwise).
 void matmul_bf16_packed(const float* x, int64_t ldx, int64_t m, const PackedBf16& w, float* y, int64_t ldy);
-// The same through a given path (Isa::Avx512Bf16 or Isa::Avx2; tests and benchmarks compare them);
-// throws std::invalid_argument for another path or one this CPU lacks.
+// The same through a given path (Isa::Avx512Bf16, Isa::Avx512 or Isa::Avx2; tests and benchmarks
+// compare them); throws std::invalid_argument for another path or one this CPU lacks.
 void matmul_bf16_packed_with(Isa isa, const float* x, int64_t ldx, int64_t m, const PackedBf16& w, float* y,
                              int64_t ldy);
 

@@ -19,10 +19,11 @@ namespace k = dspark::kernels;
 
 const uint16_t* bits(const at::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr()); }
 
-// The packed paths this CPU has (AVX512-BF16 and AVX2 + FMA; an AVX512-BF16 CPU tests both).
+// The packed paths this CPU has (AVX512-BF16, AVX-512F widening, AVX2 + FMA; an AVX512-BF16 CPU
+// tests all three).
 std::vector<k::Isa> packed_paths() {
   std::vector<k::Isa> paths;
-  for (k::Isa isa : {k::Isa::Avx512Bf16, k::Isa::Avx2})
+  for (k::Isa isa : {k::Isa::Avx512Bf16, k::Isa::Avx512, k::Isa::Avx2})
     if (k::isa_supported(isa)) paths.push_back(isa);
   return paths;
 }

@@ -1,0 +1,166 @@
+// Packed-panel bf16 decode products on AVX-512F by widening (see matmul_packed.h).
+//
+// The AVX2 kernel's arithmetic with 16 lanes: one 64-byte step of a panel holds k-pair q of its 16
+// weight rows, [16, 2] bf16. Shifting every 32-bit lane left by 16 gives the even-k weights as
+// float32, masking off the low 16 bits gives the odd-k weights; both are multiplied by broadcast x
+// values (float32, not rounded to bf16) into 16 output lanes. Per output: acc = fma(x[i, p],
+// w[j, p], acc) for p = 0, 1, ..., k - 1, whatever m, the block shape or the thread count, so the
+// results equal the AVX2 kernel's bit for bit and each row's result is the same whatever else is in
+// the batch (model/ops.h RowInvariantScope).
+//
+// Why it exists beside vdpbf16ps: vdpbf16ps does 32 multiply-adds per instruction but some CPUs
+// issue it at a quarter of the FMA rate (bf16_dot_slower_than_widening), and CPUs with AVX-512F
+// but no AVX512-BF16 had only the 8-lane AVX2 kernel. A pass of 8 x rows over 2 panels costs per
+// k-pair 2 loads, 4 widening operations and 32 FMAs, against 16 vdpbf16ps.
+//
+// Blocks: 1-4 rows x 4 panels (up to 16 accumulators and the 8 widened vectors of the step),
+// 5-8 rows x 2 panels (up to 16 accumulators and 4 widened vectors).
+#include "kernels/matmul_packed_avx512.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "kernels/matmul_packed_walk.h"
+
+namespace dspark::kernels::detail {
+namespace {
+
+#define DSPARK_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+constexpr int64_t kPanel = kPackedPanel;  // output rows per panel
+constexpr int kMaxPassRows = 8;           // x rows per pass
+
+// Rows [0, MR) of x (float32, k-pair q at x + 2q; `ldx` floats per row) against NP consecutive
+// panels; writes the first `cols` (<= NP * 16) output columns of each row. With Prefetch, each
+// step also asks for the same k-pair of the panels NP further on (the thread's next block).
+template <int MR, int NP, bool Prefetch>
+DSPARK_AVX512 void packed_block(const float* x, int64_t ldx, int64_t pairs, const uint16_t* panel,
+                                int64_t panel_stride, float* y, int64_t ldy, int64_t cols) {
+  __m512 acc[MR][NP];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
+  const __m512i high = _mm512_set1_epi32(int(0xFFFF0000u));
+  for (int64_t q = 0; q < pairs; ++q) {
+    if constexpr (Prefetch) {
+#pragma GCC unroll 4
+      for (int j = 0; j < NP; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(panel + (j + NP) * panel_stride + q * 2 * kPanel), _MM_HINT_T1);
+    }
+    __m512 we[NP], wo[NP];
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) {
+      const __m512i w = _mm512_loadu_si512(panel + j * panel_stride + q * 2 * kPanel);
+      we[j] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+      wo[j] = _mm512_castsi512_ps(_mm512_and_si512(w, high));
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m512 xe = _mm512_set1_ps(x[i * ldx + 2 * q]);
+#pragma GCC unroll 4
+      for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_fmadd_ps(xe, we[j], acc[i][j]);
+      const __m512 xo = _mm512_set1_ps(x[i * ldx + 2 * q + 1]);
+#pragma GCC unroll 4
+      for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_fmadd_ps(xo, wo[j], acc[i][j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NP; ++j) {
+      const int64_t c0 = j * kPanel;
+      if (c0 >= cols) break;
+      const __mmask16 mask = cols - c0 >= kPanel ? __mmask16(0xFFFF) : __mmask16((1u << (cols - c0)) - 1);
+      _mm512_mask_storeu_ps(y + i * ldy + c0, mask, acc[i][j]);
+    }
+}
+
+using Blocks = PackedBlocks<float, kMaxPassRows>;
+
+// [rows - 1]: 1-4 rows x 4 panels, 5-8 rows x 2 panels.
+template <bool Prefetch>
+const Blocks& blocks() {
+  static const Blocks b = {
+      {&packed_block<1, 4, Prefetch>, &packed_block<2, 4, Prefetch>, &packed_block<3, 4, Prefetch>,
+       &packed_block<4, 4, Prefetch>, &packed_block<5, 2, Prefetch>, &packed_block<6, 2, Prefetch>,
+       &packed_block<7, 2, Prefetch>, &packed_block<8, 2, Prefetch>},
+      {4, 4, 4, 4, 2, 2, 2, 2},
+      {&packed_block<1, 1, Prefetch>, &packed_block<2, 1, Prefetch>, &packed_block<3, 1, Prefetch>,
+       &packed_block<4, 1, Prefetch>, &packed_block<5, 1, Prefetch>, &packed_block<6, 1, Prefetch>,
+       &packed_block<7, 1, Prefetch>, &packed_block<8, 1, Prefetch>},
+  };
+  return b;
+}
+
+// Seconds for `rounds` x 16 independent chains of the instruction (latency hidden, so this is its
+// issue rate), after a warm-up that brings the vector units to full clock.
+constexpr int kChains = 16;
+__attribute__((target("avx512f,avx512bf16"), noinline)) double time_dpbf16(int64_t rounds) {
+  __m512 acc[kChains];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = a;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t r = 0; r < rounds; ++r) {
+#pragma GCC unroll 16
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
+    asm volatile("" : "+v"(a));  // keeps the loop from being folded
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (auto& v : acc) asm volatile("" ::"v"(v));
+  return s;
+}
+DSPARK_AVX512 __attribute__((noinline)) double time_fma(int64_t rounds) {
+  __m512 acc[kChains];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-9f);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t r = 0; r < rounds; ++r) {
+#pragma GCC unroll 16
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(a, b, acc[c]);
+    asm volatile("" : "+v"(a));
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (auto& v : acc) asm volatile("" ::"v"(v));
+  return s;
+}
+
+}  // namespace
+
+bool bf16_dot_slower_than_widening() {
+  static const bool slower = [] {
+    // Best of 5 interleaved trials of ~50 us each (a busy host only makes a trial slower).
+    constexpr int64_t kRounds = 8192;
+    time_dpbf16(kRounds);
+    time_fma(kRounds);
+    double dp = 1e30, fma = 1e30;
+    for (int t = 0; t < 5; ++t) {
+      dp = std::min(dp, time_dpbf16(kRounds));
+      fma = std::min(fma, time_fma(kRounds));
+    }
+    // Per k-pair and panel a pass of 8 rows takes 8 vdpbf16ps, or 16 FMAs and 2 widening
+    // operations on the same ports: widening wins when one vdpbf16ps takes more than 18 / 8
+    // FMA slots. Measured: about 4 on an Intel Xeon (5th generation), 1 on AMD Zen 4.
+    return dp > 2.25 * fma * 1.2;  // a margin, so that a noisy trial near break-even keeps vdpbf16ps
+  }();
+  return slower;
+}
+
+void matmul_bf16_packed_avx512(const float* x, int64_t ldx, int64_t m, const PackedBf16& w, float* y, int64_t ldy) {
+  const int64_t kp = w.kp();
+  // An odd k reads x one column past its end (times a zero weight): copy x into rows of kp floats.
+  thread_local std::vector<float> padded;
+  if (kp != w.k) {
+    padded.assign(size_t(m * kp), 0.0f);
+    for (int64_t i = 0; i < m; ++i) std::copy(x + i * ldx, x + i * ldx + w.k, padded.data() + i * kp);
+    x = padded.data();
+    ldx = kp;
+  }
+  // Only a group's first pass prefetches: later passes find the group in cache.
+  walk_packed_groups(x, ldx, m, w, y, ldy, w.streamed ? blocks<true>() : blocks<false>(), blocks<false>());
+}
+
+}  // namespace dspark::kernels::detail
