@@ -143,7 +143,8 @@ bool bf16_dot_slower_than_widening() {
     }
     // Per k-pair and panel a pass of 8 rows takes 8 vdpbf16ps, or 16 FMAs and 2 widening
     // operations on the same ports: widening wins when one vdpbf16ps takes more than 18 / 8
-    // FMA slots. Measured: about 4 on an Intel Xeon (5th generation), 1 on AMD Zen 4.
+    // FMA slots. Measured: about 4 on an Intel Xeon (5th generation); about 1 expected on AMD
+    // Zen 4 (vdpbf16ps at 32 multiply-adds per cycle there, docs/BENCHMARKS.md).
     return dp > 2.25 * fma * 1.2;  // a margin, so that a noisy trial near break-even keeps vdpbf16ps
   }();
   return slower;

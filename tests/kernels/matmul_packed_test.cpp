@@ -89,6 +89,22 @@ TEST(MatmulPacked, StridedWeightsAndInputs) {
   }
 }
 
+// The AVX-512F widening kernel is the AVX2 kernel's fma chain with 16 lanes: identical bits, so a
+// process that picks either (kernels::packed_bf16_isa) decodes the same tokens. Odd k, a partial
+// panel, every pass size, the prefetching variant.
+TEST(MatmulPacked, WideningPathsAgreeBitForBit) {
+  if (!k::isa_supported(k::Isa::Avx512) || !k::isa_supported(k::Isa::Avx2)) GTEST_SKIP() << "CPU lacks AVX-512F";
+  torch::manual_seed(5);
+  const int64_t n = 150, kk = 97;
+  at::Tensor w = torch::randn({n, kk}).to(torch::kBFloat16).contiguous();
+  for (int64_t m : {1, 3, 4, 5, 8, 11, 16}) {
+    at::Tensor x = torch::randn({m, kk});
+    for (bool streamed : {false, true})
+      EXPECT_EQ(run_packed(k::Isa::Avx512, x, w, 0, streamed), run_packed(k::Isa::Avx2, x, w, 0, streamed))
+          << "m=" << m << " streamed=" << streamed;
+  }
+}
+
 // A row's result must not depend on the other rows of the batch (verification of k drafts
 // must score each position exactly as a one-token step would).
 TEST(MatmulPacked, RowsAreBitIdenticalWhateverTheBatch) {
