@@ -10,7 +10,7 @@
 // Packing costs a second copy of those matrices in memory; DSPARK_PACKED_WEIGHTS=0 turns it off
 // (before/after comparisons). Only bf16 matrices on the CPU are packed, and only when the packed
 // kernel has a path there (kernels::packed_bf16_isa(): AVX512-BF16 without AMX, whose tiles are
-// faster still (kernels/matmul_amx.h), or AVX2 + FMA).
+// faster still (kernels/matmul_amx.h), AVX-512F, or AVX2 + FMA).
 #pragma once
 #include <ATen/Tensor.h>
 
