@@ -23,7 +23,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "kernels/matmul_packed_walk.h"
 
@@ -129,17 +128,9 @@ const Blocks& blocks() {
 }  // namespace
 
 void matmul_bf16_packed_avx2(const float* x, int64_t ldx, int64_t m, const PackedBf16& w, float* y, int64_t ldy) {
-  const int64_t kp = w.kp();
-  // An odd k reads x one column past its end (times a zero weight): copy x into rows of kp floats.
-  thread_local std::vector<float> padded;
-  if (kp != w.k) {
-    padded.assign(size_t(m * kp), 0.0f);
-    for (int64_t i = 0; i < m; ++i) std::copy(x + i * ldx, x + i * ldx + w.k, padded.data() + i * kp);
-    x = padded.data();
-    ldx = kp;
-  }
+  const auto [rows, stride] = float_rows_of_even_length(x, ldx, m, w);
   // Only a group's first pass prefetches: later passes find the group in cache.
-  walk_packed_groups(x, ldx, m, w, y, ldy, w.streamed ? blocks<true>() : blocks<false>(), blocks<false>());
+  walk_packed_groups(rows, stride, m, w, y, ldy, w.streamed ? blocks<true>() : blocks<false>(), blocks<false>());
 }
 
 }  // namespace dspark::kernels::detail

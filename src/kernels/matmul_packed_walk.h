@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "kernels/matmul_packed.h"
 #include "kernels/parallel.h"
@@ -31,6 +33,19 @@ struct PackedBlocks {
   int group_panels[MaxRows];
   PackedBlockFn<X> single[MaxRows];
 };
+
+// x [m, k] float32 as the widening kernels read it: k-pair q of row i at x + i * ldx + 2q. An odd k
+// would read one column past the end of each row (times a zero weight), so then x is copied into
+// rows of kp floats, in a buffer reused per calling thread. Returns the rows and their stride.
+inline std::pair<const float*, int64_t> float_rows_of_even_length(const float* x, int64_t ldx, int64_t m,
+                                                                  const PackedBf16& w) {
+  const int64_t kp = w.kp();
+  if (kp == w.k) return {x, ldx};
+  thread_local std::vector<float> padded;
+  padded.assign(size_t(m * kp), 0.0f);
+  for (int64_t i = 0; i < m; ++i) std::copy(x + i * ldx, x + i * ldx + w.k, padded.data() + i * kp);
+  return {padded.data(), kp};
+}
 
 // y [m, w.n] = x [m, k] * w^T through the blocks: `first` for a group's first pass, `again` for
 // the passes after it (the group is in cache by then).
