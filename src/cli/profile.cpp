@@ -93,7 +93,8 @@ int run_profile(const ProfileArgs& args) {
   for (size_t i = 0; i < p.steps_per_second.size(); ++i)
     rows.push_back({{"tokens", i + 1}, {"ms", 1e3 / p.steps_per_second[i]}, {"steps_per_second", p.steps_per_second[i]},
                     {"cost_vs_1", p.steps_per_second[0] / p.steps_per_second[i]}});
-  nlohmann::json j = {{"model", args.model_dir}, {"dtype", p.dtype}, {"threads", p.threads}, {"context", args.context},
+  nlohmann::json j = {{"model", args.model_dir}, {"dtype", p.dtype}, {"threads", p.threads}, {"kernels", p.kernels},
+                      {"context", args.context},
                       {"repeats", args.repeats}, {"rows", rows}, {"saved", args.no_save ? "" : out}};
   // Batched forwards: R sequences of t tokens each, cost relative to one sequence of 1 token.
   nlohmann::json batch_rows = nlohmann::json::array();
@@ -123,7 +124,8 @@ int run_profile(const ProfileArgs& args) {
   if (args.json) {
     std::cout << j.dump() << "\n";
   } else {
-    std::cout << fmt::format("{} ({}, {} threads, context {})\n", args.model_dir, p.dtype, p.threads, args.context);
+    std::cout << fmt::format("{} ({}, {} threads{}, context {})\n", args.model_dir, p.dtype, p.threads,
+                             p.kernels.empty() ? "" : ", kernels " + p.kernels, args.context);
     std::cout << "  T        ms   steps/s  cost vs T=1\n";
     for (auto& row : rows)
       std::cout << fmt::format("{:>3} {:>9.2f} {:>9.1f} {:>12.2f}\n", row["tokens"].get<int64_t>(),

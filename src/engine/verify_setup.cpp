@@ -41,7 +41,9 @@ void prepare_verify(SpecOptions& o, VerifySetup& setup, const std::string& mode,
     setup.sps = std::make_unique<SpsProfile>(load_sps_profile(profile.string(), fingerprint));
     bool covers = int64_t(setup.sps->steps_per_second.size()) >= needed && setup.sps->max_batch() >= max_batch;
     for (const auto& row : setup.sps->batch) covers = covers && int64_t(row.size()) >= needed;
-    if (!covers) setup.sps.reset();
+    // Measured with other threads or kernels (another machine, DSPARK_ISA): its curve's shape is
+    // not this process's.
+    if (!covers || !sps_profile_current(*setup.sps, target.device().is_cpu())) setup.sps.reset();
   }
   if (!setup.sps) {
     if (!quiet)

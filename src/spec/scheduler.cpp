@@ -8,7 +8,10 @@
 
 #include "drafter/dspark_config.h"
 #include "io/atomic_file.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_packed.h"
 #include "model/device.h"
+#include "model/packed_weights.h"
 #include "model/transformer.h"
 #include "util/error.h"
 
@@ -95,7 +98,18 @@ SpsProfile measure_sps(Transformer& model, int64_t max_tokens, int64_t context, 
   p.device = model.device().str();
   p.dtype = dtype_to_hf(model.dtype());
   p.threads = at::get_num_threads();
+  p.kernels = measured_kernels(model.device().is_cpu());
   return p;
+}
+
+std::string measured_kernels(bool on_cpu) {
+  if (!on_cpu) return "";
+  const char* packed = packed_weights_enabled() ? kernels::isa_name(kernels::packed_bf16_isa()) : "off";
+  return fmt::format("{} packed:{}", kernels::isa_name(kernels::best_isa()), packed);
+}
+
+bool sps_profile_current(const SpsProfile& profile, bool on_cpu) {
+  return profile.threads == at::get_num_threads() && profile.kernels == measured_kernels(on_cpu);
 }
 
 namespace {
@@ -131,7 +145,8 @@ SpsProfile monotone_sps_profile(SpsProfile p) {
 
 void save_sps_profile(const std::string& path, const SpsProfile& p) {
   json j = {{"kind", "dspark-sps-profile"}, {"model", p.model_fingerprint}, {"device", p.device},
-            {"dtype", p.dtype}, {"threads", p.threads}, {"steps_per_second", p.steps_per_second}};
+            {"dtype", p.dtype}, {"threads", p.threads}, {"kernels", p.kernels},
+            {"steps_per_second", p.steps_per_second}};
   if (!p.batch.empty()) j["batch_steps_per_second"] = p.batch;
   io::write_text_atomic(path, j.dump(2) + "\n");
 }
@@ -146,6 +161,7 @@ SpsProfile load_sps_profile(const std::string& path, const std::string& fingerpr
     p.device = j.value("device", "");
     p.dtype = j.value("dtype", "");
     p.threads = j.value("threads", int64_t(0));
+    p.kernels = j.value("kernels", "");
     p.steps_per_second = j.at("steps_per_second").get<std::vector<double>>();
     if (j.contains("batch_steps_per_second"))
       p.batch = j.at("batch_steps_per_second").get<std::vector<std::vector<double>>>();

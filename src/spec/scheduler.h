@@ -24,12 +24,23 @@ struct SpsProfile {
   std::string model_fingerprint;         // which model it was measured for
   std::string device, dtype;
   int64_t threads = 0;
+  // The CPU matrix paths it was measured with (measured_kernels()): a forward of 8 tokens costs
+  // 1.5x one token with one path and 2x with another on the same CPU, so a table taken under
+  // other kernels, or another thread count, does not describe this process (verify_setup then
+  // measures again).
+  std::string kernels;
   // SPS of one forward of `requests` sequences with `tokens` tokens in all (>= requests). Between
   // measured points the step time is interpolated linearly in B; beyond the table it grows as the
   // last measured cost per token; more requests than measured use the largest measured batch.
   double sps(int64_t tokens, int64_t requests = 1) const;
   int64_t max_batch() const { return 1 + int64_t(batch.size()); }
 };
+
+// The kernel paths a CPU forward takes in this process, e.g. "avx512bf16 packed:avx512" ("" for
+// a forward on a GPU).
+std::string measured_kernels(bool on_cpu);
+// Whether `profile` was measured with this process's thread count and kernel paths.
+bool sps_profile_current(const SpsProfile& profile, bool on_cpu);
 
 // Measures SPS(B) for B = 1..max_tokens after `context` tokens, median of `repeats`, sizes
 // interleaved; with max_batch > 1 also R = 2..max_batch sequences of 1..max_tokens tokens each.

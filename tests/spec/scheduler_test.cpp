@@ -2,7 +2,11 @@
 // distribution, the retrospective global search does not) and calibration of synthetic confidences.
 #include <gtest/gtest.h>
 
+#include <ATen/Parallel.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "spec/calibration.h"
@@ -65,6 +69,34 @@ TEST(Scheduler, MonotoneProfileRemovesDips) {
   EXPECT_DOUBLE_EQ(m.steps_per_second[4], 20);
   EXPECT_DOUBLE_EQ(m.batch[0][0], m.batch[0][1]);
   for (size_t i = 1; i < m.steps_per_second.size(); ++i) EXPECT_LE(m.steps_per_second[i], m.steps_per_second[i - 1]);
+}
+
+// A saved table keeps the thread count and kernel paths it was measured with; one taken with
+// others (or an older file without them) is not current, so verify_setup measures again.
+TEST(Scheduler, ProfileRecordsThreadsAndKernels) {
+  SpsProfile p = profile({100, 90, 80});
+  p.model_fingerprint = "m";
+  p.threads = at::get_num_threads();
+  p.kernels = measured_kernels(true);
+  EXPECT_FALSE(p.kernels.empty());
+  EXPECT_TRUE(measured_kernels(false).empty());
+  EXPECT_TRUE(sps_profile_current(p, true));
+  const std::string path = ::testing::TempDir() + "sps_profile_kernels.json";
+  save_sps_profile(path, p);
+  const SpsProfile loaded = load_sps_profile(path, "m");
+  EXPECT_EQ(loaded.kernels, p.kernels);
+  EXPECT_EQ(loaded.threads, p.threads);
+  EXPECT_TRUE(sps_profile_current(loaded, true));
+  SpsProfile other = p;
+  other.kernels = "scalar packed:none";
+  EXPECT_FALSE(sps_profile_current(other, true));
+  other = p;
+  other.threads += 1;
+  EXPECT_FALSE(sps_profile_current(other, true));
+  std::ofstream(path) << "{\"kind\": \"dspark-sps-profile\", \"model\": \"m\", \"threads\": " << p.threads
+                      << ", \"steps_per_second\": [3, 2]}";
+  EXPECT_FALSE(sps_profile_current(load_sps_profile(path, "m"), true));
+  std::filesystem::remove(path);
 }
 
 TEST(Scheduler, AppendixACounterexample) {
