@@ -11,6 +11,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_packed.h"
 #include "model/device.h"
+#include "model/ops.h"
 #include "model/packed_weights.h"
 #include "model/transformer.h"
 #include "util/error.h"
@@ -104,12 +105,14 @@ SpsProfile measure_sps(Transformer& model, int64_t max_tokens, int64_t context, 
 
 std::string measured_kernels(bool on_cpu) {
   if (!on_cpu) return "";
+  if (!cpu_fast_paths_enabled()) return "libtorch";  // DSPARK_DISABLE_KERNELS
   const char* packed = packed_weights_enabled() ? kernels::isa_name(kernels::packed_bf16_isa()) : "off";
   return fmt::format("{} packed:{}", kernels::isa_name(kernels::best_isa()), packed);
 }
 
 bool sps_profile_current(const SpsProfile& profile, bool on_cpu) {
-  return profile.threads == at::get_num_threads() && profile.kernels == measured_kernels(on_cpu);
+  // A GPU forward does not depend on the CPU threads.
+  return (!on_cpu || profile.threads == at::get_num_threads()) && profile.kernels == measured_kernels(on_cpu);
 }
 
 namespace {

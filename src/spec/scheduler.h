@@ -37,7 +37,7 @@ struct SpsProfile {
 };
 
 // The kernel paths a CPU forward takes in this process, e.g. "avx512bf16 packed:avx512" ("" for
-// a forward on a GPU).
+// a forward on a GPU, "libtorch" under DSPARK_DISABLE_KERNELS).
 std::string measured_kernels(bool on_cpu);
 // Whether `profile` was measured with this process's thread count and kernel paths.
 bool sps_profile_current(const SpsProfile& profile, bool on_cpu);
