@@ -78,18 +78,12 @@ DSPARK_AVX512BF16 void packed_block(const uint32_t* xq, int64_t ldq, int64_t pai
 
 using Blocks = detail::PackedBlocks<uint32_t, kMaxPassRows>;
 
-// [rows - 1]: a full group is 4 panels as one block for <= 4 rows, two blocks of 2 for more.
+// 1-4 rows x 4 panels, 5-8 rows x 2 panels.
 template <bool Prefetch>
 const Blocks& blocks() {
-  static const Blocks b = {
-      {&packed_block<1, 4, Prefetch>, &packed_block<2, 4, Prefetch>, &packed_block<3, 4, Prefetch>,
-       &packed_block<4, 4, Prefetch>, &packed_block<5, 2, Prefetch>, &packed_block<6, 2, Prefetch>,
-       &packed_block<7, 2, Prefetch>, &packed_block<8, 2, Prefetch>},
-      {4, 4, 4, 4, 2, 2, 2, 2},
-      {&packed_block<1, 1, Prefetch>, &packed_block<2, 1, Prefetch>, &packed_block<3, 1, Prefetch>,
-       &packed_block<4, 1, Prefetch>, &packed_block<5, 1, Prefetch>, &packed_block<6, 1, Prefetch>,
-       &packed_block<7, 1, Prefetch>, &packed_block<8, 1, Prefetch>},
-  };
+  static const Blocks b = detail::blocks_of_up_to_8_rows<uint32_t>([](auto rows, auto panels) {
+    return &packed_block<decltype(rows)::value, decltype(panels)::value, Prefetch>;
+  });
   return b;
 }
 

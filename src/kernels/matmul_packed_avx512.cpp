@@ -82,18 +82,12 @@ DSPARK_AVX512 void packed_block(const float* x, int64_t ldx, int64_t pairs, cons
 
 using Blocks = PackedBlocks<float, kMaxPassRows>;
 
-// [rows - 1]: 1-4 rows x 4 panels, 5-8 rows x 2 panels.
+// 1-4 rows x 4 panels, 5-8 rows x 2 panels.
 template <bool Prefetch>
 const Blocks& blocks() {
-  static const Blocks b = {
-      {&packed_block<1, 4, Prefetch>, &packed_block<2, 4, Prefetch>, &packed_block<3, 4, Prefetch>,
-       &packed_block<4, 4, Prefetch>, &packed_block<5, 2, Prefetch>, &packed_block<6, 2, Prefetch>,
-       &packed_block<7, 2, Prefetch>, &packed_block<8, 2, Prefetch>},
-      {4, 4, 4, 4, 2, 2, 2, 2},
-      {&packed_block<1, 1, Prefetch>, &packed_block<2, 1, Prefetch>, &packed_block<3, 1, Prefetch>,
-       &packed_block<4, 1, Prefetch>, &packed_block<5, 1, Prefetch>, &packed_block<6, 1, Prefetch>,
-       &packed_block<7, 1, Prefetch>, &packed_block<8, 1, Prefetch>},
-  };
+  static const Blocks b = blocks_of_up_to_8_rows<float>([](auto rows, auto panels) {
+    return &packed_block<decltype(rows)::value, decltype(panels)::value, Prefetch>;
+  });
   return b;
 }
 

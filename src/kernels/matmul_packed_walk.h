@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -33,6 +34,22 @@ struct PackedBlocks {
   int group_panels[MaxRows];
   PackedBlockFn<X> single[MaxRows];
 };
+
+// The block table of a kernel with passes of up to 8 rows whose full group is one block of 4
+// panels for 1-4 rows and two blocks of 2 panels for 5-8 (16 accumulators at most), with single
+// panels for a group's leftover. block_of(rows, panels) returns the kernel's block for that shape,
+// both given as std::integral_constant<int, N>.
+template <typename X, typename BlockOf>
+PackedBlocks<X, 8> blocks_of_up_to_8_rows(BlockOf block_of) {
+  PackedBlocks<X, 8> table{};
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((table.group[I] = block_of(std::integral_constant<int, I + 1>{}, std::integral_constant<int, I < 4 ? 4 : 2>{}),
+      table.group_panels[I] = I < 4 ? 4 : 2,
+      table.single[I] = block_of(std::integral_constant<int, I + 1>{}, std::integral_constant<int, 1>{})),
+     ...);
+  }(std::make_integer_sequence<int, 8>{});
+  return table;
+}
 
 // x [m, k] float32 as the widening kernels read it: k-pair q of row i at x + i * ldx + 2q. An odd k
 // would read one column past the end of each row (times a zero weight), so then x is copied into
