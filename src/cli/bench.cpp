@@ -1,7 +1,9 @@
 // dspark bench: plain decoding and every given drafter on the same prompts, in one process,
 // interleaved prompt by prompt (so machine noise hits all methods alike; the order reverses from
 // one prompt to the next, so no method always runs first or after the same one), with tau, acceptance
-// per position, tokens/s and speedup over plain decoding measured in the same run.
+// per position, tokens/s and speedup over plain decoding measured in the same run. With --rounds N
+// the whole prompt set runs N times (the same seeds) and each round's speedup is reported beside the
+// total's: the spread of a host whose speed moves by several percent within a run.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -30,6 +32,7 @@ struct BenchArgs {
   int64_t max_new = 128;
   int64_t gamma = 0;
   int64_t limit = 0;
+  int64_t rounds = 1;
   std::vector<std::string> verify;  // one run of every DSpark / DFlash drafter per mode; empty: its default
   std::vector<std::string> sampled_verify{"block"};  // at temperature > 0, every drafter under each rule
   double conf_min = 0.5;
@@ -85,6 +88,7 @@ struct Method {
   int64_t tokens = 0;        // generated tokens after the first of each prompt
   double decode_seconds = 0;
   int64_t mismatches = 0;    // prompts whose output differs from plain decoding (temperature 0)
+  std::vector<double> round_tps;  // tokens/s of each round
 };
 
 // Mean milliseconds per verify cycle (decode phase only, prefill excluded).
@@ -96,6 +100,7 @@ nlohmann::json cycle_profile_ms(const SpecStats& s) {
 
 int run_bench(const BenchArgs& args) {
   validate(args.sampling);
+  if (args.rounds < 1) fail("--rounds must be >= 1, not {}", args.rounds);
   LoadedModel loaded = load_model_dir(args.model_dir, args.runtime);
   Transformer& target = *loaded.model;
   std::vector<std::string> prompts = io::read_prompts_jsonl(args.prompts_path);
@@ -179,24 +184,35 @@ int run_bench(const BenchArgs& args) {
   // Warm-up (allocations, thread pools), not measured.
   for (auto& m : methods) decode(m, encoded[0], o.sampling.seed);
 
-  for (size_t i = 0; i < encoded.size(); ++i) {
-    // Methods in the given order on even prompts and in reverse on odd ones: a method that always
-    // ran right after another (or first) would carry that position's effect on the caches and the
-    // host's clock into its ratio.
-    std::vector<std::vector<int64_t>> outputs(methods.size());
-    for (size_t j = 0; j < methods.size(); ++j) {
-      const size_t at = i % 2 == 0 ? j : methods.size() - 1 - j;
-      Method& m = methods[at];
-      // The same seed for every method on this prompt.
-      SpecResult r = decode(m, encoded[i], o.sampling.seed + i);
-      m.stats.add(r.stats);
-      m.tokens += std::max<int64_t>(0, int64_t(r.tokens.size()) - 1);
-      m.decode_seconds += r.stats.seconds - r.stats.prefill_seconds;
-      outputs[at] = std::move(r.tokens);
+  for (int64_t round = 0; round < args.rounds; ++round) {
+    std::vector<std::pair<int64_t, double>> before;  // tokens and seconds before this round
+    for (const auto& m : methods) before.emplace_back(m.tokens, m.decode_seconds);
+    for (size_t i = 0; i < encoded.size(); ++i) {
+      // Methods in the given order on even prompts and in reverse on odd ones: a method that always
+      // ran right after another (or first) would carry that position's effect on the caches and the
+      // host's clock into its ratio.
+      std::vector<std::vector<int64_t>> outputs(methods.size());
+      for (size_t j = 0; j < methods.size(); ++j) {
+        const size_t at = i % 2 == 0 ? j : methods.size() - 1 - j;
+        Method& m = methods[at];
+        // The same seed for every method on this prompt (and in every round).
+        SpecResult r = decode(m, encoded[i], o.sampling.seed + i);
+        m.stats.add(r.stats);
+        m.tokens += std::max<int64_t>(0, int64_t(r.tokens.size()) - 1);
+        m.decode_seconds += r.stats.seconds - r.stats.prefill_seconds;
+        outputs[at] = std::move(r.tokens);
+      }
+      for (size_t j = 1; j < methods.size(); ++j)
+        if (o.sampling.greedy() && outputs[j] != outputs[0]) ++methods[j].mismatches;
+      if (!args.json)
+        std::cerr << (args.rounds > 1 ? fmt::format("\rround {}/{}, prompt {}/{}", round + 1, args.rounds, i + 1, encoded.size())
+                                      : fmt::format("\rprompt {}/{}", i + 1, encoded.size()))
+                  << std::flush;
     }
-    for (size_t j = 1; j < methods.size(); ++j)
-      if (o.sampling.greedy() && outputs[j] != outputs[0]) ++methods[j].mismatches;
-    if (!args.json) std::cerr << fmt::format("\rprompt {}/{}", i + 1, encoded.size()) << std::flush;
+    for (size_t j = 0; j < methods.size(); ++j) {
+      const double seconds = methods[j].decode_seconds - before[j].second;
+      methods[j].round_tps.push_back(seconds > 0 ? double(methods[j].tokens - before[j].first) / seconds : 0.0);
+    }
   }
   if (!args.json) std::cerr << "\n";
 
@@ -218,6 +234,12 @@ int run_bench(const BenchArgs& args) {
                         {"tokens_per_second", tps},
                         {"speedup", plain_tps > 0 ? tps / plain_tps : 0.0},
                         {"cycle_ms", cycle_profile_ms(m.stats)}};
+    if (args.rounds > 1) {
+      std::vector<double> per_round;
+      for (size_t k = 0; k < m.round_tps.size(); ++k)
+        per_round.push_back(methods[0].round_tps[k] > 0 ? m.round_tps[k] / methods[0].round_tps[k] : 0.0);
+      r["speedup_per_round"] = per_round;
+    }
     if (o.sampling.greedy()) r["outputs_match"] = m.mismatches == 0;
     results.push_back(r);
   }
@@ -229,7 +251,9 @@ int run_bench(const BenchArgs& args) {
               << "\n";
     return 0;
   }
-  std::cout << fmt::format("{} prompts, -n {}, temperature {}\n", encoded.size(), args.max_new, o.sampling.temperature);
+  std::cout << fmt::format("{} prompts{}, -n {}, temperature {}\n", encoded.size(),
+                           args.rounds > 1 ? fmt::format(" x {} rounds", args.rounds) : "", args.max_new,
+                           o.sampling.temperature);
   std::cout << fmt::format("{:<8} {:<34} {:<9} {:>6} {:>9} {:>8}  {}\n", "method", "drafter", "verify", "tau", "tok/s",
                            "speedup", "acceptance per position");
   for (const auto& r : results) {
@@ -241,6 +265,17 @@ int run_bench(const BenchArgs& args) {
                              label, r["verify"].get<std::string>(), r["tau"].get<double>(),
                              r["tokens_per_second"].get<double>(), r["speedup"].get<double>(), acc,
                              r.contains("outputs_match") && !r["outputs_match"].get<bool>() ? " OUTPUT MISMATCH" : "");
+  }
+  if (args.rounds > 1) {
+    std::cout << "\nspeedup per round (plain decoding's tokens/s in the same round)\n";
+    for (const auto& r : results) {
+      std::string rounds;
+      for (double x : r["speedup_per_round"]) rounds += fmt::format("{:.2f}x ", x);
+      std::string label = r["drafter"].get<std::string>();
+      if (label.size() > 34) label = "..." + label.substr(label.size() - 31);
+      std::cout << fmt::format("{:<8} {:<34} {:<9} {}\n", r["method"].get<std::string>(), label,
+                               r["verify"].get<std::string>(), rounds);
+    }
   }
   std::cout << "\nper verify cycle (ms): target forward | drafter (propose + commit) | acceptance | rest of the loop\n";
   for (const auto& r : results) {
@@ -279,6 +314,8 @@ Command add_bench(CLI::App& root) {
       ->delimiter(',')
       ->capture_default_str();
   app->add_option("--limit", args->limit, "use only the first N prompts");
+  app->add_option("--rounds", args->rounds, "run the prompt set this many times (the same seeds); prints each round's speedup")
+      ->capture_default_str();
   app->add_option("--temp", args->sampling.temperature, "temperature (0 = greedy)");
   app->add_option("--top-k", args->sampling.top_k, "top-k (0 = off)");
   app->add_option("--top-p", args->sampling.top_p, "top-p (1 = off)");

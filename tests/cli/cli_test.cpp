@@ -174,6 +174,16 @@ TEST_F(CliTest, BenchRunsEachVerifyModeSideBySide) {
   EXPECT_EQ(results[2]["verify"], "threshold");
   for (size_t i = 1; i < 3; ++i) EXPECT_TRUE(results[i]["outputs_match"].get<bool>());
   EXPECT_TRUE(is_one_line_error(run_cli(base + " --verify fixed,sideways")));
+
+  // --rounds 2: the prompt set twice, each round's speedup beside the total's; outputs still equal.
+  r = run_cli(base + " --verify fixed --rounds 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  results = nlohmann::json::parse(r.out)["results"];
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& result : results) ASSERT_EQ(result["speedup_per_round"].size(), 2u);
+  EXPECT_EQ(results[0]["speedup_per_round"][0].get<double>(), 1.0);
+  EXPECT_TRUE(results[1]["outputs_match"].get<bool>());
+  EXPECT_TRUE(is_one_line_error(run_cli(base + " --rounds 0")));
 }
 
 }  // namespace
