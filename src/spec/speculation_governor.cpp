@@ -7,14 +7,14 @@
 namespace dspark {
 
 double SpeculationGovernor::predicted_plain(int64_t requests, const SpsProfile& sps) const {
-  return double(requests) * sps.sps(requests, requests) / kappa_plain_.value;
+  return double(requests) * sps.sps(requests, requests) / kappa(false);
 }
 
 double SpeculationGovernor::predicted_spec(int64_t requests, const SpsProfile& sps) const {
   if (observed_ == 0) return 0.0;
   const auto tokens = int64_t(double(requests) * (1.0 + verified_) + 0.5);
   const double seconds =
-      double(requests) * draft_seconds_ + kappa_spec_.value / sps.sps(std::max(tokens, requests), requests);
+      double(requests) * draft_seconds_ + kappa(true) / sps.sps(std::max(tokens, requests), requests);
   return double(requests) * tokens_ / seconds;
 }
 

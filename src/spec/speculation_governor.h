@@ -23,7 +23,8 @@
 // Each mode's forwards are also timed as they run: the running mean of measured / predicted
 // seconds (kappa, one per mode, clamped to [1/2, 2] so that it corrects the table rather than
 // replaces it) scales that mode's predicted forward time, so a table taken under other load,
-// threads or context lengths does not bias the choice between plain decoding and drafting.
+// threads or context lengths does not bias the choice between plain decoding and drafting. Until
+// a mode has a measured forward it takes the other mode's kappa.
 #pragma once
 #include <cstdint>
 
@@ -49,7 +50,15 @@ class SpeculationGovernor {
   // After a forward of the auto-mode sequences alone (no prompt chunks): `tokens` rows for
   // `requests` sequences took `seconds`; `drafted` says which mode the step ran.
   void observe_forward(bool drafted, int64_t tokens, int64_t requests, double seconds, const SpsProfile& sps);
-  double kappa(bool drafted) const { return drafted ? kappa_spec_.value : kappa_plain_.value; }
+  // A mode not measured yet borrows the other's: the table's error is mostly the host's speed now
+  // against when it was measured, which both modes share (a host twice as fast as its table, with
+  // only drafted forwards seen, made plain decoding look half as fast as it was, and `auto` kept
+  // drafting where plain decoding was faster).
+  double kappa(bool drafted) const {
+    const Kappa& own = drafted ? kappa_spec_ : kappa_plain_;
+    const Kappa& other = drafted ? kappa_plain_ : kappa_spec_;
+    return own.seen >= 2 || other.seen < 2 ? own.value : other.value;
+  }
 
   // Predicted tokens/s of the two choices (0 before any observation).
   double predicted_spec(int64_t requests, const SpsProfile& sps) const;

@@ -250,8 +250,9 @@ TEST(SpeculationGovernor, DraftsOnlyWhenItPaysAndProbes) {
 }
 
 // Measured forwards correct the SPS table per mode: plain steps running at half the table's speed
-// halve plain decoding's predicted tokens/s, which turns the choice towards drafting; the
-// correction is bounded (a table wrong by more than 2x is not silently replaced).
+// halve plain decoding's predicted tokens/s, and verify forwards at the table's speed or better
+// then turn the choice towards drafting; the correction is bounded (a table wrong by more than 2x
+// is not silently replaced).
 TEST(SpeculationGovernor, MeasuredForwardsCorrectTheTable) {
   SpsProfile p;
   p.steps_per_second = {1000, 900, 800, 700, 600, 500, 450, 400};
@@ -265,14 +266,34 @@ TEST(SpeculationGovernor, MeasuredForwardsCorrectTheTable) {
   for (int i = 0; i < 4; ++i) g.observe_forward(false, 1, 1, 0.002, p);  // 2 ms per plain token
   EXPECT_DOUBLE_EQ(g.kappa(false), 2.0);
   EXPECT_NEAR(g.predicted_plain(1, p), 500.0, 1e-9);
-  EXPECT_GT(g.predicted_spec(1, p), g.predicted_plain(1, p));
+  EXPECT_DOUBLE_EQ(g.kappa(true), 2.0);  // verify forwards not measured yet: as slow as plain ones
+  EXPECT_LT(g.predicted_spec(1, p), g.predicted_plain(1, p));
   // Verify forwards twice as fast as the table: spec's forward share halves.
   g.observe_forward(true, 8, 1, 0.00125, p);
   g.observe_forward(true, 8, 1, 0.00125, p);
   EXPECT_DOUBLE_EQ(g.kappa(true), 0.5);
+  EXPECT_GT(g.predicted_spec(1, p), g.predicted_plain(1, p));
   // Far off: clamped.
   for (int i = 0; i < 40; ++i) g.observe_forward(false, 1, 1, 1.0, p);
   EXPECT_NEAR(g.kappa(false), 2.0, 1e-9);
+}
+
+// A mode with no measured forward yet takes the other mode's correction: a host twice as fast as
+// its table, seen only through drafted steps, is twice as fast for plain decoding too.
+TEST(SpeculationGovernor, AnUnmeasuredModeBorrowsTheOthersCorrection) {
+  SpsProfile p;
+  p.steps_per_second = {1000, 900, 800, 700, 600, 500, 450, 400};
+  SpeculationGovernor g(4);
+  g.observe_forward(true, 8, 1, 0.00125, p);  // warm-up
+  g.observe_forward(true, 8, 1, 0.00125, p);  // verify of 8 at twice the table's speed
+  EXPECT_DOUBLE_EQ(g.kappa(true), 0.5);
+  EXPECT_DOUBLE_EQ(g.kappa(false), 0.5);
+  EXPECT_NEAR(g.predicted_plain(1, p), 2000.0, 1e-9);
+  // Once plain forwards are measured, each mode has its own.
+  g.observe_forward(false, 1, 1, 0.001, p);  // warm-up of the plain mode
+  g.observe_forward(false, 1, 1, 0.001, p);
+  EXPECT_DOUBLE_EQ(g.kappa(false), 1.0);
+  EXPECT_DOUBLE_EQ(g.kappa(true), 0.5);
 }
 
 // Auto verification with a drafter that never pays: the engine decodes plainly (probing now and
