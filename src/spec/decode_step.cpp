@@ -42,7 +42,15 @@ StepReport decode_step(Transformer& target, const std::vector<SpecSequence*>& se
   if (!scheduled.empty()) {
     std::vector<std::vector<double>> survival;
     for (SpecSequence* s : scheduled) survival.push_back(s->survival());
-    const std::vector<int64_t> lengths = schedule_verify_lengths(survival, *scheduled[0]->options().sps);
+    // The cycle's drafting (spent whatever is verified) and the forward's correction, both as the
+    // governor measured them in earlier steps: this step's own drafting time can depend on the
+    // drafts it drew (a sampled draw scans its row up to the token), and lengths chosen from it
+    // would no longer depend on the drafts only through their survival, which keeps
+    // verification exact.
+    const SpeculationGovernor* g = options.governor;
+    const std::vector<int64_t> lengths =
+        schedule_verify_lengths(survival, *scheduled[0]->options().sps, true,
+                                g ? g->draft_seconds() * double(scheduled.size()) : 0.0, g ? g->kappa(true) : 1.0);
     for (size_t i = 0; i < scheduled.size(); ++i) scheduled[i]->set_verify_length(lengths[i]);
   }
 

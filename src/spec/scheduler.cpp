@@ -184,7 +184,7 @@ SpsProfile load_sps_profile(const std::string& path, const std::string& fingerpr
 }
 
 std::vector<int64_t> schedule_verify_lengths(const std::vector<std::vector<double>>& survival, const SpsProfile& sps,
-                                             bool early_stop) {
+                                             bool early_stop, double cycle_seconds, double forward_scale) {
   struct Candidate {
     double a;
     size_t r, j;
@@ -199,13 +199,17 @@ std::vector<int64_t> schedule_verify_lengths(const std::vector<std::vector<doubl
   const int64_t requests = int64_t(survival.size());
   int64_t tokens = requests;  // every request verifies its anchor
   double tau = double(requests);
-  double best = tau * sps.sps(tokens, requests);
+  // Expected tokens per second of the whole cycle when `n` tokens are verified.
+  auto throughput = [&](double expected, int64_t n) {
+    return expected / (cycle_seconds + forward_scale / sps.sps(n, requests));
+  };
+  double best = throughput(tau, tokens);
   size_t best_count = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const Candidate& c = candidates[i];
     if (int64_t(c.j) != lengths[c.r] && early_stop) break;  // not the next position of its request
     const double next_tau = tau + c.a;
-    const double theta = next_tau * sps.sps(tokens + 1, requests);
+    const double theta = throughput(next_tau, tokens + 1);
     if (early_stop) {
       if (theta <= best) break;  // the first candidate that does not help ends the search
       best = theta;

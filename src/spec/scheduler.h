@@ -59,7 +59,16 @@ std::string model_fingerprint(Transformer& model);
 // survival[r][j] = a_{r,j+1}, non-increasing in j. Returns l_r for every request. With R > 1
 // requests the throughput is SPS(R, B) (one batched forward verifies all of them).
 // early_stop = false is the retrospective global search (for tests and comparisons only).
+//
+// The throughput maximised is that of the whole cycle: expected tokens over
+//   cycle_seconds + forward_scale / SPS(R, B),
+// where cycle_seconds is the cycle's time spent whatever the lengths (the drafters', already
+// spent when the lengths are chosen) and forward_scale corrects the table's forward time (the
+// governor's kappa). With cycle_seconds = 0 this is Algorithm 1's tau * SPS: it prices a verified
+// draft against the forward alone, which cut the third of 3 drafts at temperature 1 on the
+// default target where it paid for the cycle (docs/BENCHMARKS.md).
 std::vector<int64_t> schedule_verify_lengths(const std::vector<std::vector<double>>& survival, const SpsProfile& sps,
-                                             bool early_stop = true);
+                                             bool early_stop = true, double cycle_seconds = 0.0,
+                                             double forward_scale = 1.0);
 
 }  // namespace dspark

@@ -54,6 +54,8 @@ class SpeculationGovernor {
   // against when it was measured, which both modes share (a host twice as fast as its table, with
   // only drafted forwards seen, made plain decoding look half as fast as it was, and `auto` kept
   // drafting where plain decoding was faster).
+  // Running mean of the drafter's seconds per sequence and drafted step (0 before the first).
+  double draft_seconds() const { return observed_ > 0 ? draft_seconds_ : 0.0; }
   double kappa(bool drafted) const {
     const Kappa& own = drafted ? kappa_spec_ : kappa_plain_;
     const Kappa& other = drafted ? kappa_plain_ : kappa_spec_;
