@@ -91,6 +91,12 @@ struct Method {
   std::vector<double> round_tps;  // tokens/s of each round
 };
 
+// A result's drafter label as the 34-character table column shows it (long paths keep their end).
+std::string column_label(const nlohmann::json& result) {
+  const std::string label = result["drafter"].get<std::string>();
+  return label.size() > 34 ? "..." + label.substr(label.size() - 31) : label;
+}
+
 // Mean milliseconds per verify cycle (decode phase only, prefill excluded).
 nlohmann::json cycle_profile_ms(const SpecStats& s) {
   const double per = s.steps > 0 ? 1e3 / double(s.steps) : 0.0;
@@ -259,8 +265,7 @@ int run_bench(const BenchArgs& args) {
   for (const auto& r : results) {
     std::string acc;
     for (double a : r["acceptance_per_position"]) acc += fmt::format("{:.2f} ", a);
-    std::string label = r["drafter"].get<std::string>();
-    if (label.size() > 34) label = "..." + label.substr(label.size() - 31);
+    const std::string label = column_label(r);
     std::cout << fmt::format("{:<8} {:<34} {:<9} {:>6.2f} {:>9.1f} {:>7.2f}x  {}{}\n", r["method"].get<std::string>(),
                              label, r["verify"].get<std::string>(), r["tau"].get<double>(),
                              r["tokens_per_second"].get<double>(), r["speedup"].get<double>(), acc,
@@ -271,9 +276,7 @@ int run_bench(const BenchArgs& args) {
     for (const auto& r : results) {
       std::string rounds;
       for (double x : r["speedup_per_round"]) rounds += fmt::format("{:.2f}x ", x);
-      std::string label = r["drafter"].get<std::string>();
-      if (label.size() > 34) label = "..." + label.substr(label.size() - 31);
-      std::cout << fmt::format("{:<8} {:<34} {:<9} {}\n", r["method"].get<std::string>(), label,
+      std::cout << fmt::format("{:<8} {:<34} {:<9} {}\n", r["method"].get<std::string>(), column_label(r),
                                r["verify"].get<std::string>(), rounds);
     }
   }
