@@ -50,12 +50,12 @@ class SpeculationGovernor {
   // After a forward of the auto-mode sequences alone (no prompt chunks): `tokens` rows for
   // `requests` sequences took `seconds`; `drafted` says which mode the step ran.
   void observe_forward(bool drafted, int64_t tokens, int64_t requests, double seconds, const SpsProfile& sps);
+  // Running mean of the drafter's seconds per sequence and drafted step (0 before the first).
+  double draft_seconds() const { return observed_ > 0 ? draft_seconds_ : 0.0; }
   // A mode not measured yet borrows the other's: the table's error is mostly the host's speed now
   // against when it was measured, which both modes share (a host twice as fast as its table, with
   // only drafted forwards seen, made plain decoding look half as fast as it was, and `auto` kept
   // drafting where plain decoding was faster).
-  // Running mean of the drafter's seconds per sequence and drafted step (0 before the first).
-  double draft_seconds() const { return observed_ > 0 ? draft_seconds_ : 0.0; }
   double kappa(bool drafted) const {
     const Kappa& own = drafted ? kappa_spec_ : kappa_plain_;
     const Kappa& other = drafted ? kappa_plain_ : kappa_spec_;
