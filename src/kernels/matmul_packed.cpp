@@ -17,6 +17,7 @@
 #include "kernels/matmul.h"
 #include "kernels/matmul_packed_avx2.h"
 #include "kernels/matmul_packed_avx512.h"
+#include "kernels/matmul_packed_avx512_block.h"
 #include "kernels/matmul_packed_walk.h"
 
 namespace dspark::kernels {
@@ -49,11 +50,7 @@ DSPARK_AVX512BF16 void packed_block(const uint32_t* xq, int64_t ldq, int64_t pai
 #pragma GCC unroll 4
     for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_setzero_ps();
   for (int64_t q = 0; q < pairs; ++q) {
-    if constexpr (Prefetch) {
-#pragma GCC unroll 4
-      for (int j = 0; j < NP; ++j)
-        _mm_prefetch(reinterpret_cast<const char*>(panel + (j + NP) * panel_stride + q * 2 * kPanel), _MM_HINT_T1);
-    }
+    if constexpr (Prefetch) detail::prefetch_next_panels<NP>(panel, panel_stride, q);
     __m512bh wv[NP];
 #pragma GCC unroll 4
     for (int j = 0; j < NP; ++j)
@@ -65,15 +62,7 @@ DSPARK_AVX512BF16 void packed_block(const uint32_t* xq, int64_t ldq, int64_t pai
       for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], xv, wv[j]);
     }
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < NP; ++j) {
-      const int64_t c0 = j * kPanel;
-      if (c0 >= cols) break;
-      const __mmask16 mask = cols - c0 >= kPanel ? __mmask16(0xFFFF) : __mmask16((1u << (cols - c0)) - 1);
-      _mm512_mask_storeu_ps(y + i * ldy + c0, mask, acc[i][j]);
-    }
+  detail::store_block<MR, NP>(acc, y, ldy, cols);
 }
 
 using Blocks = detail::PackedBlocks<uint32_t, kMaxPassRows>;

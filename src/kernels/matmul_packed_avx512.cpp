@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kernels/matmul_packed_avx512_block.h"
 #include "kernels/matmul_packed_walk.h"
 
 namespace dspark::kernels::detail {
@@ -47,11 +48,7 @@ DSPARK_AVX512 void packed_block(const float* x, int64_t ldx, int64_t pairs, cons
   // -Wmaybe-uninitialized (as in avx512_sum.h); they compile to the same vpslld / vpandd.
   using Lanes = unsigned __attribute__((vector_size(64)));
   for (int64_t q = 0; q < pairs; ++q) {
-    if constexpr (Prefetch) {
-#pragma GCC unroll 4
-      for (int j = 0; j < NP; ++j)
-        _mm_prefetch(reinterpret_cast<const char*>(panel + (j + NP) * panel_stride + q * 2 * kPanel), _MM_HINT_T1);
-    }
+    if constexpr (Prefetch) prefetch_next_panels<NP>(panel, panel_stride, q);
     __m512 we[NP], wo[NP];
 #pragma GCC unroll 4
     for (int j = 0; j < NP; ++j) {
@@ -69,15 +66,7 @@ DSPARK_AVX512 void packed_block(const float* x, int64_t ldx, int64_t pairs, cons
       for (int j = 0; j < NP; ++j) acc[i][j] = _mm512_fmadd_ps(xo, wo[j], acc[i][j]);
     }
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int j = 0; j < NP; ++j) {
-      const int64_t c0 = j * kPanel;
-      if (c0 >= cols) break;
-      const __mmask16 mask = cols - c0 >= kPanel ? __mmask16(0xFFFF) : __mmask16((1u << (cols - c0)) - 1);
-      _mm512_mask_storeu_ps(y + i * ldy + c0, mask, acc[i][j]);
-    }
+  store_block<MR, NP>(acc, y, ldy, cols);
 }
 
 using Blocks = PackedBlocks<float, kMaxPassRows>;
