@@ -3,7 +3,10 @@
 // one prompt to the next, so no method always runs first or after the same one), with tau, acceptance
 // per position, tokens/s and speedup over plain decoding measured in the same run. With --rounds N
 // the whole prompt set runs N times (the same seeds) and each round's speedup is reported beside the
-// total's: the spread of a host whose speed moves by several percent within a run.
+// total's: the spread of a host whose speed moves by several percent within a run. With
+// --interleave step the methods take turns by decoding step instead of by request, so a change in the
+// host's speed lasting a few milliseconds hits them alike: ratios near 1 (auto mode choosing plain
+// decoding) are resolved to a fraction of a percent instead of the several percent of request turns.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -16,6 +19,9 @@
 #include "engine/verify_setup.h"
 #include "io/atomic_file.h"
 #include "io/prompts_file.h"
+#include "spec/decode_step.h"
+#include "spec/spec_sequence.h"
+#include "spec/speculation_governor.h"
 #include "spec/speculative.h"
 #include "util/error.h"
 
@@ -33,6 +39,7 @@ struct BenchArgs {
   int64_t gamma = 0;
   int64_t limit = 0;
   int64_t rounds = 1;
+  std::string interleave = "request";  // request | step: the unit by which methods take turns
   std::vector<std::string> verify;  // one run of every DSpark / DFlash drafter per mode; empty: its default
   std::vector<std::string> sampled_verify{"block"};  // at temperature > 0, every drafter under each rule
   double conf_min = 0.5;
@@ -89,6 +96,9 @@ struct Method {
   double decode_seconds = 0;
   int64_t mismatches = 0;    // prompts whose output differs from plain decoding (temperature 0)
   std::vector<double> round_tps;  // tokens/s of each round
+  // Step turns drive decode_step directly (the engine's own step, without its request loop); this
+  // governor then persists over the run as the engine's does.
+  SpeculationGovernor governor = SpeculationGovernor{};
 };
 
 // A result's drafter label as the 34-character table column shows it (long paths keep their end).
@@ -107,6 +117,9 @@ nlohmann::json cycle_profile_ms(const SpecStats& s) {
 int run_bench(const BenchArgs& args) {
   validate(args.sampling);
   if (args.rounds < 1) fail("--rounds must be >= 1, not {}", args.rounds);
+  if (args.interleave != "request" && args.interleave != "step")
+    fail("unknown --interleave '{}' (want request or step)", args.interleave);
+  const bool step_turns = args.interleave == "step";
   LoadedModel loaded = load_model_dir(args.model_dir, args.runtime);
   Transformer& target = *loaded.model;
   std::vector<std::string> prompts = io::read_prompts_jsonl(args.prompts_path);
@@ -181,6 +194,60 @@ int run_bench(const BenchArgs& args) {
     return state->result();
   };
 
+  // One prompt through every method: their results and decode seconds (prefill excluded), in
+  // method order. Request turns: each method decodes the whole request through its engine, the
+  // methods in the given order on even prompts and in reverse on odd ones (a method that always ran
+  // right after another, or first, would carry that position's effect on the caches and the host's
+  // clock into its ratio). Step turns: one decoding step of every unfinished method in turn, the
+  // order reversing every step, each method's steps timed on their own.
+  auto run_prompt = [&](const std::vector<int64_t>& prompt, uint64_t seed, std::vector<SpecResult>& results,
+                        std::vector<double>& seconds, size_t parity) {
+    const size_t M = methods.size();
+    results.assign(M, {});
+    seconds.assign(M, 0.0);
+    auto at = [&](size_t j, size_t turn) { return turn % 2 == 0 ? j : M - 1 - j; };
+    if (!step_turns) {
+      for (size_t j = 0; j < M; ++j) {
+        const size_t k = at(j, parity);
+        results[k] = decode(methods[k], prompt, seed);
+        seconds[k] = results[k].stats.seconds - results[k].stats.prefill_seconds;
+      }
+      return;
+    }
+    const int64_t context = target.config().max_position_embeddings;
+    std::vector<std::unique_ptr<Drafter>> drafters(M);
+    std::vector<std::unique_ptr<SpecSequence>> sequences(M);
+    std::vector<double> prefill_seconds(M, 0.0);
+    for (size_t j = 0; j < M; ++j) {
+      SpecOptions so = methods[j].options;
+      so.max_new_tokens = std::min<int64_t>(so.max_new_tokens, context - int64_t(prompt.size()));
+      so.sampling.seed = seed;
+      drafters[j] = methods[j].factory->make();
+      sequences[j] = std::make_unique<SpecSequence>(target, drafters[j].get(), prompt, so);
+    }
+    for (size_t turn = parity, busy = M; busy > 0; ++turn) {
+      busy = 0;
+      for (size_t j = 0; j < M; ++j) {
+        const size_t k = at(j, turn);
+        SpecSequence& s = *sequences[k];
+        if (s.done()) continue;
+        ++busy;
+        StepOptions step;
+        step.governor = &methods[k].governor;
+        const bool prefill = s.phase() == SpecSequence::Phase::Prefill;
+        const auto t0 = std::chrono::steady_clock::now();
+        decode_step(target, {&s}, step);
+        (prefill ? prefill_seconds[k] : seconds[k]) += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+    }
+    // A sequence's own clock ran through the other methods' steps: its times are its steps' alone.
+    for (size_t j = 0; j < M; ++j) {
+      results[j] = sequences[j]->take_result();
+      results[j].stats.prefill_seconds = prefill_seconds[j];
+      results[j].stats.seconds = prefill_seconds[j] + seconds[j];
+    }
+  };
+
   std::vector<std::vector<int64_t>> encoded;
   for (const auto& text : prompts) {
     std::vector<TokenId> ids = loaded.tokenizer->encode(text, true);
@@ -188,28 +255,28 @@ int run_bench(const BenchArgs& args) {
     encoded.emplace_back(ids.begin(), ids.end());
   }
   // Warm-up (allocations, thread pools), not measured.
-  for (auto& m : methods) decode(m, encoded[0], o.sampling.seed);
+  {
+    std::vector<SpecResult> results;
+    std::vector<double> seconds;
+    run_prompt(encoded[0], o.sampling.seed, results, seconds, 0);
+  }
 
   for (int64_t round = 0; round < args.rounds; ++round) {
     std::vector<std::pair<int64_t, double>> before;  // tokens and seconds before this round
     for (const auto& m : methods) before.emplace_back(m.tokens, m.decode_seconds);
     for (size_t i = 0; i < encoded.size(); ++i) {
-      // Methods in the given order on even prompts and in reverse on odd ones: a method that always
-      // ran right after another (or first) would carry that position's effect on the caches and the
-      // host's clock into its ratio.
-      std::vector<std::vector<int64_t>> outputs(methods.size());
+      // The same seed for every method on this prompt (and in every round).
+      std::vector<SpecResult> results;
+      std::vector<double> seconds;
+      run_prompt(encoded[i], o.sampling.seed + i, results, seconds, i % 2);
       for (size_t j = 0; j < methods.size(); ++j) {
-        const size_t at = i % 2 == 0 ? j : methods.size() - 1 - j;
-        Method& m = methods[at];
-        // The same seed for every method on this prompt (and in every round).
-        SpecResult r = decode(m, encoded[i], o.sampling.seed + i);
-        m.stats.add(r.stats);
-        m.tokens += std::max<int64_t>(0, int64_t(r.tokens.size()) - 1);
-        m.decode_seconds += r.stats.seconds - r.stats.prefill_seconds;
-        outputs[at] = std::move(r.tokens);
+        Method& m = methods[j];
+        m.stats.add(results[j].stats);
+        m.tokens += std::max<int64_t>(0, int64_t(results[j].tokens.size()) - 1);
+        m.decode_seconds += seconds[j];
       }
       for (size_t j = 1; j < methods.size(); ++j)
-        if (o.sampling.greedy() && outputs[j] != outputs[0]) ++methods[j].mismatches;
+        if (o.sampling.greedy() && results[j].tokens != results[0].tokens) ++methods[j].mismatches;
       if (!args.json)
         std::cerr << (args.rounds > 1 ? fmt::format("\rround {}/{}, prompt {}/{}", round + 1, args.rounds, i + 1, encoded.size())
                                       : fmt::format("\rprompt {}/{}", i + 1, encoded.size()))
@@ -252,14 +319,15 @@ int run_bench(const BenchArgs& args) {
   if (!args.plot_path.empty()) write_plot(args.plot_path, results);
   if (args.json) {
     std::cout << nlohmann::json{{"model", args.model_dir}, {"prompts", encoded.size()}, {"max_new_tokens", args.max_new},
-                                {"temperature", o.sampling.temperature}, {"results", results}}
+                                {"temperature", o.sampling.temperature}, {"interleave", args.interleave},
+                                {"results", results}}
                      .dump(2)
               << "\n";
     return 0;
   }
-  std::cout << fmt::format("{} prompts{}, -n {}, temperature {}\n", encoded.size(),
+  std::cout << fmt::format("{} prompts{}, -n {}, temperature {}, methods take turns by {}\n", encoded.size(),
                            args.rounds > 1 ? fmt::format(" x {} rounds", args.rounds) : "", args.max_new,
-                           o.sampling.temperature);
+                           o.sampling.temperature, args.interleave);
   std::cout << fmt::format("{:<8} {:<34} {:<9} {:>6} {:>9} {:>8}  {}\n", "method", "drafter", "verify", "tau", "tok/s",
                            "speedup", "acceptance per position");
   for (const auto& r : results) {
@@ -323,6 +391,11 @@ Command add_bench(CLI::App& root) {
   app->add_option("--top-k", args->sampling.top_k, "top-k (0 = off)");
   app->add_option("--top-p", args->sampling.top_p, "top-p (1 = off)");
   app->add_option("--seed", args->sampling.seed, "random seed");
+  app->add_option("--interleave", args->interleave,
+                  "request | step: methods take turns by whole request (through the serving engine) or by "
+                  "decoding step (finer against the host's drift; a drafter's weights then leave the caches "
+                  "during the other methods' steps)")
+      ->capture_default_str();
   app->add_flag("--json", args->json, "print one JSON object {\"results\": [...]}");
   app->add_option("--plot", args->plot_path, "write an SVG of acceptance per position and tau for each method");
   args->runtime.add_to(app);

@@ -22,10 +22,15 @@ bool SpeculationGovernor::should_draft(int64_t requests, const SpsProfile& sps) 
   probing_ = false;
   if (observed_ < kMinObserved || predicted_spec(requests, sps) >= kDraftMargin * predicted_plain(requests, sps)) {
     since_probe_ = 0;
-    backoff_ = 1;
+    // Back to drafting after plain steps: probes come twice as often once plain wins again. At
+    // temperature 1 one probe's long accepted run can tip the means for a few steps, and a reset to
+    // the shortest interval restarted the whole ramp of probes each time.
+    if (!drafting_) backoff_ = std::max<int64_t>(1, backoff_ / 2);
+    drafting_ = true;
     return true;
   }
-  if (++since_probe_ >= probe_every_ * backoff_) {
+  drafting_ = false;
+  if (++since_probe_ >= probe_interval()) {
     since_probe_ = 0;
     probing_ = true;
     return true;
@@ -48,7 +53,25 @@ void SpeculationGovernor::observe(double draft_seconds, double tokens, double ve
   tokens_ += outcome_alpha * (tokens - tokens_);
   verified_ += outcome_alpha * (verified - verified_);
   // A probe that still says "plain": wait longer before the next one.
-  if (probing_) backoff_ = std::min(backoff_ * 2, kMaxBackoff);
+  if (probing_ && probe_every_ * backoff_ < longest_probe_interval()) backoff_ *= 2;
+}
+
+int64_t SpeculationGovernor::longest_probe_interval() const {
+  const double affordable = std::min(probe_cost_steps_ / kProbeBudget, 1e7);
+  return std::max(probe_every_ * kMaxBackoff, int64_t(affordable));
+}
+
+int64_t SpeculationGovernor::probe_interval() const {
+  return std::min(probe_every_ * backoff_, longest_probe_interval());
+}
+
+double SpeculationGovernor::plain_step_seconds(int64_t requests, const SpsProfile& sps) const {
+  return kappa(false) / sps.sps(requests, requests);
+}
+
+void SpeculationGovernor::observe_probe_cost(double plain_steps) {
+  if (!(plain_steps >= 0)) plain_steps = 0;  // a probe that paid off (or a NaN) costs nothing
+  probe_cost_steps_ += (probes_seen_++ == 0 ? 1.0 : kAlpha) * (plain_steps - probe_cost_steps_);
 }
 
 void SpeculationGovernor::observe_forward(bool drafted, int64_t tokens, int64_t requests, double seconds,

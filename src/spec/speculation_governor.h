@@ -12,9 +12,12 @@
 //
 // When plain is faster it skips drafting (every sequence verifies its anchor alone, exactly plain
 // decoding), drafting again after `probe_every` steps to keep the means current; every probe that
-// confirms plain decoding doubles that interval (up to 64x: each probe costs a draft block, a
-// verify of several tokens and the drafter's catch-up over the skipped positions), one that favours
-// drafting resets it.
+// confirms plain decoding doubles that interval, a return to drafting halves it. The doubling
+// stops at 64x, or later where probes are costly: each costs a draft block, a verify of several
+// tokens and the drafter's catch-up over the skipped positions, less the tokens it gained, and the
+// interval may grow until probes take at most kProbeBudget of the decoding time (on the 8.4M
+// default target at temperature 1 a probe cost 1-6 plain steps, and the probes were about half of
+// the 1-2% that `auto` lost to plain decoding where it did not draft).
 // The first drafted step only warms up (allocations, caches) and is not counted; the next
 // kMinObserved always draft, their plain mean seeding the running means. The decision
 // uses only past steps, never the current drafts, so verification stays lossless.
@@ -50,6 +53,13 @@ class SpeculationGovernor {
   // After a forward of the auto-mode sequences alone (no prompt chunks): `tokens` rows for
   // `requests` sequences took `seconds`; `drafted` says which mode the step ran.
   void observe_forward(bool drafted, int64_t tokens, int64_t requests, double seconds, const SpsProfile& sps);
+  // After a probe: what it cost beyond the plain step it replaced, in plain steps.
+  void observe_probe_cost(double plain_steps);
+  // The predicted seconds of a plain step of `requests` sequences (the table, corrected).
+  double plain_step_seconds(int64_t requests, const SpsProfile& sps) const;
+  // Steps from one probe to the next at the current backoff, and at most.
+  int64_t probe_interval() const;
+  int64_t longest_probe_interval() const;
   // Running mean of the drafter's seconds per sequence and drafted step (0 before the first).
   double draft_seconds() const { return observed_ > 0 ? draft_seconds_ : 0.0; }
   // A mode not measured yet borrows the other's: the table's error is mostly the host's speed now
@@ -76,6 +86,7 @@ class SpeculationGovernor {
   // at 1.05x plain while fixed verification of 3 drafts ran at 1.24x; with 1/16, 1.16x vs 1.14x).
   static constexpr double kOutcomeAlpha = 1.0 / 16;
   static constexpr int64_t kMaxBackoff = 64;
+  static constexpr double kProbeBudget = 0.001;  // the share of plain decoding's time probes may take
   // Drafting must be predicted this much faster than plain decoding: the prediction carries ~10%
   // of error (a table taken at one context length, the drafter's time varying with the load),
   // and near break-even a wrong choice to draft costs more than a wrong choice not to.
@@ -84,6 +95,7 @@ class SpeculationGovernor {
   int64_t backoff_ = 1;        // the current interval is probe_every_ * backoff_
   bool warmed_up_ = false;
   bool probing_ = false;       // the step being observed was a probe
+  bool drafting_ = true;       // the last decision was to draft (not a probe)
   int64_t observed_ = 0;  // drafted steps in the means
   double draft_seconds_ = 0, tokens_ = 0, verified_ = 0;
   struct Kappa {
@@ -92,6 +104,8 @@ class SpeculationGovernor {
   };
   Kappa kappa_plain_, kappa_spec_;
   int64_t since_probe_ = 0, skipped_total_ = 0;
+  double probe_cost_steps_ = 0;  // running mean of a probe's cost, in plain steps (the first seeds it)
+  int64_t probes_seen_ = 0;
 };
 
 }  // namespace dspark

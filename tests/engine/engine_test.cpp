@@ -249,6 +249,72 @@ TEST(SpeculationGovernor, DraftsOnlyWhenItPaysAndProbes) {
   EXPECT_EQ(decisions, (std::vector<bool>{false, false, false, false, false, false, false, true}));
 }
 
+// Probes that cost little stop spacing out at 64x probe_every; costly ones (measured in plain steps)
+// space out until they take at most 0.1% of the decoding time.
+TEST(SpeculationGovernor, CostlyProbesWaitLonger) {
+  SpsProfile p;
+  p.steps_per_second = {1000, 900, 800, 700, 600, 500, 450, 400};
+  auto probe_gaps = [&](double cost) {
+    SpeculationGovernor g(4);
+    for (int64_t i = 0; i <= SpeculationGovernor::kMinObserved; ++i) {
+      g.should_draft(1, p);
+      g.observe(0.003, 3.0, 7.0);  // a drafter too slow to pay
+    }
+    std::vector<int64_t> gaps;
+    int64_t since = 0;
+    for (int step = 0; step < 40000; ++step) {
+      ++since;
+      if (!g.should_draft(1, p)) continue;
+      gaps.push_back(since);
+      since = 0;
+      g.observe(0.003, 3.0, 7.0);
+      g.observe_probe_cost(cost);
+    }
+    return gaps;
+  };
+  const std::vector<int64_t> cheap = probe_gaps(0.0);
+  EXPECT_EQ(std::vector<int64_t>(cheap.begin(), cheap.begin() + 8), (std::vector<int64_t>{4, 8, 16, 32, 64, 128, 256, 256}));
+  EXPECT_EQ(cheap.back(), 256);
+  const std::vector<int64_t> costly = probe_gaps(4.0);  // a probe costs 4 plain steps: one per 4000 steps
+  EXPECT_EQ(std::vector<int64_t>(costly.begin(), costly.begin() + 11),
+            (std::vector<int64_t>{4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4000}));
+  EXPECT_EQ(costly.back(), 4000);
+}
+
+// A probe whose long accepted run tips the means back to drafting for a few steps halves the probe
+// interval instead of restarting the ramp from probe_every.
+TEST(SpeculationGovernor, AReturnToDraftingHalvesTheProbeInterval) {
+  SpsProfile p;
+  p.steps_per_second = {1000, 900, 800, 700, 600, 500, 450, 400};
+  SpeculationGovernor g(4);
+  for (int64_t i = 0; i <= SpeculationGovernor::kMinObserved; ++i) {
+    g.should_draft(1, p);
+    g.observe(0.0005, 1.6, 1.0);  // 1.6 tokens in 0.5 + 1.1 ms: near 1 token per ms, below the margin
+  }
+  int64_t since = 0;
+  auto next_probe = [&] {  // steps until the next drafted step
+    since = 0;
+    while (++since < 100000 && !g.should_draft(1, p)) {
+    }
+    return since;
+  };
+  for (int64_t gap : {4, 8, 16, 32, 64, 128, 256}) {
+    EXPECT_EQ(next_probe(), gap);
+    g.observe(0.0005, 1.6, 1.0);
+  }
+  EXPECT_EQ(next_probe(), 256);
+  g.observe(0.0005, 8.0, 1.0);  // a lucky probe: drafting pays again by the means
+  EXPECT_TRUE(g.should_draft(1, p));
+  g.observe(0.0005, 1.0, 1.0);
+  int drafted = 0;
+  while (drafted < 8 && g.should_draft(1, p)) {  // ... until it does not
+    g.observe(0.0005, 1.0, 1.0);
+    ++drafted;
+  }
+  EXPECT_LT(drafted, 8);
+  EXPECT_EQ(1 + next_probe(), 128);  // the call that chose plain decoding was the interval's first step
+}
+
 // Measured forwards correct the SPS table per mode: plain steps running at half the table's speed
 // halve plain decoding's predicted tokens/s, and verify forwards at the table's speed or better
 // then turn the choice towards drafting; the correction is bounded (a table wrong by more than 2x
