@@ -184,6 +184,19 @@ TEST_F(CliTest, BenchRunsEachVerifyModeSideBySide) {
   EXPECT_EQ(results[0]["speedup_per_round"][0].get<double>(), 1.0);
   EXPECT_TRUE(results[1]["outputs_match"].get<bool>());
   EXPECT_TRUE(is_one_line_error(run_cli(base + " --rounds 0")));
+
+  // --interleave step: the methods take turns by decoding step; the outputs do not change.
+  r = run_cli(base + " --verify fixed,auto --interleave step --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto step_json = nlohmann::json::parse(r.out);
+  EXPECT_EQ(step_json["interleave"], "step");
+  results = step_json["results"];
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& result : results) {
+    EXPECT_TRUE(result["outputs_match"].get<bool>());
+    EXPECT_GT(result["tokens_per_second"].get<double>(), 0.0);
+  }
+  EXPECT_TRUE(is_one_line_error(run_cli(base + " --interleave prompt")));
 }
 
 }  // namespace
