@@ -309,7 +309,9 @@ int run_bench(const BenchArgs& args) {
                         {"acceptance_per_position", m.stats.acceptance_per_position()},
                         {"tokens_per_second", tps},
                         {"speedup", plain_tps > 0 ? tps / plain_tps : 0.0},
-                        {"cycle_ms", cycle_profile_ms(m.stats)}};
+                        {"cycle_ms", cycle_profile_ms(m.stats)},
+                        // Verify steps that checked at least one draft: where `auto` decoded plainly, the rest.
+                        {"steps_with_drafts", m.stats.drafted_at.empty() ? 0 : m.stats.drafted_at[0]}};
     if (args.rounds > 1) {
       std::vector<double> per_round;
       for (size_t k = 0; k < m.round_tps.size(); ++k)
@@ -354,10 +356,13 @@ int run_bench(const BenchArgs& args) {
   std::cout << "\nper verify cycle (ms): target forward | drafter (propose + commit) | acceptance | rest of the loop\n";
   for (const auto& r : results) {
     const auto& c = r["cycle_ms"];
-    std::cout << fmt::format("{:<8} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f}   drafter/target {:.2f}\n",
+    const double steps = std::max(1.0, r["steps"].get<double>());
+    std::cout << fmt::format("{:<8} {:>8.3f} {:>8.3f} {:>8.3f} {:>8.3f}   drafter/target {:.2f}, drafts verified in {:.1f}% "
+                             "of the steps\n",
                              r["method"].get<std::string>(), c["target"].get<double>(), c["drafter"].get<double>(),
                              c["acceptance"].get<double>(), c["other"].get<double>(),
-                             c["drafter"].get<double>() / std::max(1e-12, c["target"].get<double>()));
+                             c["drafter"].get<double>() / std::max(1e-12, c["target"].get<double>()),
+                             100.0 * r["steps_with_drafts"].get<double>() / steps);
   }
   return 0;
 }

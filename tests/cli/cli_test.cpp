@@ -173,6 +173,9 @@ TEST_F(CliTest, BenchRunsEachVerifyModeSideBySide) {
   EXPECT_EQ(results[1]["verify"], "fixed");
   EXPECT_EQ(results[2]["verify"], "threshold");
   for (size_t i = 1; i < 3; ++i) EXPECT_TRUE(results[i]["outputs_match"].get<bool>());
+  EXPECT_EQ(results[0]["steps_with_drafts"].get<int64_t>(), 0);  // plain decoding
+  EXPECT_GT(results[1]["steps_with_drafts"].get<int64_t>(), 0);  // fixed verification drafts every step it can
+  EXPECT_LE(results[1]["steps_with_drafts"].get<int64_t>(), results[1]["steps"].get<int64_t>());
   EXPECT_TRUE(is_one_line_error(run_cli(base + " --verify fixed,sideways")));
 
   // --rounds 2: the prompt set twice, each round's speedup beside the total's; outputs still equal.
