@@ -108,14 +108,9 @@ StepReport decode_step(Transformer& target, const std::vector<SpecSequence*>& se
       verified += double(s->last_verified());
     }
     const double n = double(drafted.size());
-    if (prober) {
-      // What the probe cost beyond the plain step it replaced (its drafting, catch-up included,
-      // and its longer forward), less the plain steps its extra tokens saved.
-      const double step = options.governor->plain_step_seconds(report.decode_sequences, *automatic[0]->options().sps);
-      const double extra = auto_draft_seconds + (report.forward_seconds - step) -
-                           double(prober->last_emitted() - 1) * step / double(report.decode_sequences);
-      options.governor->observe_probe_cost(extra / step);
-    }
+    if (prober)
+      options.governor->observe_probe(auto_draft_seconds, report.forward_seconds, prober->last_emitted(),
+                                      report.decode_sequences, *automatic[0]->options().sps);
     for (SpecSequence* s : drafted) auto_draft_seconds -= s->catch_up_seconds();
     options.governor->observe(auto_draft_seconds / n, tokens / n, verified / n);
   }

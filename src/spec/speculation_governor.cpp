@@ -65,11 +65,13 @@ int64_t SpeculationGovernor::probe_interval() const {
   return std::min(probe_every_ * backoff_, longest_probe_interval());
 }
 
-double SpeculationGovernor::plain_step_seconds(int64_t requests, const SpsProfile& sps) const {
-  return kappa(false) / sps.sps(requests, requests);
-}
-
-void SpeculationGovernor::observe_probe_cost(double plain_steps) {
+void SpeculationGovernor::observe_probe(double draft_seconds, double forward_seconds, int64_t emitted,
+                                        int64_t requests, const SpsProfile& sps) {
+  // The plain step it replaced (the table, corrected); its extra tokens each save a sequence's
+  // share of one.
+  const double step = kappa(false) / sps.sps(requests, requests);
+  const double extra = draft_seconds + (forward_seconds - step) - double(emitted - 1) * step / double(requests);
+  double plain_steps = extra / step;
   if (!(plain_steps >= 0)) plain_steps = 0;  // a probe that paid off (or a NaN) costs nothing
   probe_cost_steps_ += (probes_seen_++ == 0 ? 1.0 : kAlpha) * (plain_steps - probe_cost_steps_);
 }

@@ -53,13 +53,11 @@ class SpeculationGovernor {
   // After a forward of the auto-mode sequences alone (no prompt chunks): `tokens` rows for
   // `requests` sequences took `seconds`; `drafted` says which mode the step ran.
   void observe_forward(bool drafted, int64_t tokens, int64_t requests, double seconds, const SpsProfile& sps);
-  // After a probe: what it cost beyond the plain step it replaced, in plain steps.
-  void observe_probe_cost(double plain_steps);
-  // The predicted seconds of a plain step of `requests` sequences (the table, corrected).
-  double plain_step_seconds(int64_t requests, const SpsProfile& sps) const;
-  // Steps from one probe to the next at the current backoff, and at most.
-  int64_t probe_interval() const;
-  int64_t longest_probe_interval() const;
+  // After a probe's step of `requests` sequences: the prober's drafting seconds (catch-up
+  // included), the step's forward seconds and the tokens the prober emitted. What the probe cost
+  // beyond the plain step it replaced, in plain steps, spaces out the next probes.
+  void observe_probe(double draft_seconds, double forward_seconds, int64_t emitted, int64_t requests,
+                     const SpsProfile& sps);
   // Running mean of the drafter's seconds per sequence and drafted step (0 before the first).
   double draft_seconds() const { return observed_ > 0 ? draft_seconds_ : 0.0; }
   // A mode not measured yet borrows the other's: the table's error is mostly the host's speed now
@@ -92,7 +90,10 @@ class SpeculationGovernor {
   // and near break-even a wrong choice to draft costs more than a wrong choice not to.
   static constexpr double kDraftMargin = 1.1;
   int64_t probe_every_;
-  int64_t backoff_ = 1;        // the current interval is probe_every_ * backoff_
+  // Steps from one probe to the next at the current backoff, and at most.
+  int64_t probe_interval() const;
+  int64_t longest_probe_interval() const;
+  int64_t backoff_ = 1;        // the interval is probe_every_ * backoff_, up to longest_probe_interval()
   bool warmed_up_ = false;
   bool probing_ = false;       // the step being observed was a probe
   bool drafting_ = true;       // the last decision was to draft (not a probe)

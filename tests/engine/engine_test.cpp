@@ -250,7 +250,7 @@ TEST(SpeculationGovernor, DraftsOnlyWhenItPaysAndProbes) {
 }
 
 // Probes that cost little stop spacing out at 64x probe_every; costly ones (measured in plain steps)
-// space out until they take at most 0.1% of the decoding time.
+// space out until they take at most 0.1% of the decoding time. A plain step here takes 1 ms.
 TEST(SpeculationGovernor, CostlyProbesWaitLonger) {
   SpsProfile p;
   p.steps_per_second = {1000, 900, 800, 700, 600, 500, 450, 400};
@@ -268,7 +268,7 @@ TEST(SpeculationGovernor, CostlyProbesWaitLonger) {
       gaps.push_back(since);
       since = 0;
       g.observe(0.003, 3.0, 7.0);
-      g.observe_probe_cost(cost);
+      g.observe_probe(cost * 0.001, 0.001, 1, 1, p);  // drafting of `cost` plain steps, a plain-length forward
     }
     return gaps;
   };
