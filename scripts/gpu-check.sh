@@ -124,7 +124,8 @@ for row in p["rows"]:
         print(f"{row['tokens']:>4} {row['ms']:>9.2f} {row['cost_vs_1']:>10.2f}")
 if "draft_block_ms" in p:
     g = p["draft_block_size"]
-    print(f"draft block (g = {g}): {p['draft_block_ms']:.2f} ms = {p.get('draft_block_vs_verify', float('nan')):.2f} x a verify of {g + 1} tokens")
+    print(f"draft block (g = {g}): {p['draft_block_ms']:.2f} ms back to back, {p['draft_block_after_verify_ms']:.2f} ms after a verify"
+          f" = {p.get('draft_block_vs_verify', float('nan')):.2f} x a verify of {g + 1} tokens")
 for line in open(sys.argv[2]):
     d = json.loads(line)
     plain = d["drafter"] in ("", "none")

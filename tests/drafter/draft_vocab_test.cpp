@@ -433,6 +433,7 @@ TEST(DraftVocab, CommandLine) {
                           "--no-bandwidth --json -t 1");
   ASSERT_EQ(profiled.exit_code, 0) << profiled.err;
   EXPECT_GT(json::parse(profiled.out)["draft_block_ms"].get<double>(), 0.0);
+  EXPECT_GT(json::parse(profiled.out)["draft_block_after_verify_ms"].get<double>(), 0.0);
 
   // convert --draft-vocab cuts a whole-vocabulary drafter to the most frequent tokens of counts
   // (token_counts.json, written beside the cut drafter); the cut drafter decodes exactly.
