@@ -12,6 +12,7 @@
 #include "cli/command.h"
 #include "cli/model_args.h"
 #include "kernels/bandwidth.h"
+#include "model/device.h"
 #include "engine/drafter_factory.h"
 #include "spec/scheduler.h"
 #include "util/error.h"
@@ -94,6 +95,7 @@ DraftBlockTimes measure_draft_block(Transformer& target, const DrafterChoice& ch
   for (int64_t r = 0; r < repeats; ++r) {
     for (int64_t i = 0; i <= g; ++i) chunk[size_t(i)] = (r * 31 + i * 17 + 5 + V) % V;
     target.forward(cache, chunk, LogitsAt::All, source.taps());
+    synchronize(target.device());  // a GPU forward returns once queued: the block's time is its own
     cache.truncate(context);
     after_verify.push_back(time_block(r));
   }
