@@ -96,8 +96,10 @@ StepReport decode_step(Transformer& target, const std::vector<SpecSequence*>& se
     else
       owners[i]->finish_prefill_chunk(outputs[i], report.forward_seconds);
   }
-  // The forward's measured time against the table, when it held the auto-mode sequences alone.
-  if (options.governor && !automatic.empty() && automatic.size() == decoding.size() && report.prefill_tokens == 0)
+  // The forward's measured time against the table, when it held the auto-mode sequences alone
+  // (prompt chunks or other sequences in the same forward are not theirs to account for).
+  const bool auto_alone = !automatic.empty() && automatic.size() == decoding.size() && report.prefill_tokens == 0;
+  if (options.governor && auto_alone)
     options.governor->observe_forward(draft_auto, report.verify_tokens, report.decode_sequences,
                                       report.forward_seconds, *automatic[0]->options().sps);
   if (options.governor && draft_auto && !automatic.empty()) {
@@ -108,7 +110,7 @@ StepReport decode_step(Transformer& target, const std::vector<SpecSequence*>& se
       verified += double(s->last_verified());
     }
     const double n = double(drafted.size());
-    if (prober)
+    if (prober && auto_alone)
       options.governor->observe_probe(auto_draft_seconds, report.forward_seconds, prober->last_emitted(),
                                       report.decode_sequences, *automatic[0]->options().sps);
     for (SpecSequence* s : drafted) auto_draft_seconds -= s->catch_up_seconds();

@@ -19,7 +19,8 @@ double SpeculationGovernor::predicted_spec(int64_t requests, const SpsProfile& s
 }
 
 bool SpeculationGovernor::should_draft(int64_t requests, const SpsProfile& sps) {
-  probing_ = false;
+  const bool probe_observed = probe_observed_;
+  probing_ = probe_observed_ = false;
   if (observed_ < kMinObserved || predicted_spec(requests, sps) >= kDraftMargin * predicted_plain(requests, sps)) {
     since_probe_ = 0;
     // Back to drafting after plain steps: probes come twice as often once plain wins again. At
@@ -30,6 +31,10 @@ bool SpeculationGovernor::should_draft(int64_t requests, const SpsProfile& sps) 
     return true;
   }
   drafting_ = false;
+  // The probe just observed still says "plain": wait longer before the next one. (Doubled here,
+  // once the probe's outcome is in the means, so that a probe which tips the choice back to
+  // drafting halves the interval it was probed at instead of first doubling it.)
+  if (probe_observed && probe_every_ * backoff_ < longest_probe_interval()) backoff_ *= 2;
   if (++since_probe_ >= probe_interval()) {
     since_probe_ = 0;
     probing_ = true;
@@ -52,8 +57,7 @@ void SpeculationGovernor::observe(double draft_seconds, double tokens, double ve
   draft_seconds_ += alpha * (draft_seconds - draft_seconds_);
   tokens_ += outcome_alpha * (tokens - tokens_);
   verified_ += outcome_alpha * (verified - verified_);
-  // A probe that still says "plain": wait longer before the next one.
-  if (probing_ && probe_every_ * backoff_ < longest_probe_interval()) backoff_ *= 2;
+  probe_observed_ = probing_;
 }
 
 int64_t SpeculationGovernor::longest_probe_interval() const {

@@ -53,8 +53,9 @@ class SpeculationGovernor {
   // After a forward of the auto-mode sequences alone (no prompt chunks): `tokens` rows for
   // `requests` sequences took `seconds`; `drafted` says which mode the step ran.
   void observe_forward(bool drafted, int64_t tokens, int64_t requests, double seconds, const SpsProfile& sps);
-  // After a probe's step of `requests` sequences: the prober's drafting seconds (catch-up
-  // included), the step's forward seconds and the tokens the prober emitted. What the probe cost
+  // After a probe's step of `requests` sequences (a forward of the auto-mode sequences alone, no
+  // prompt chunks): the prober's drafting seconds (catch-up included), the step's forward seconds
+  // and the tokens the prober emitted. What the probe cost
   // beyond the plain step it replaced, in plain steps, spaces out the next probes.
   void observe_probe(double draft_seconds, double forward_seconds, int64_t emitted, int64_t requests,
                      const SpsProfile& sps);
@@ -96,6 +97,7 @@ class SpeculationGovernor {
   int64_t backoff_ = 1;        // the interval is probe_every_ * backoff_, up to longest_probe_interval()
   bool warmed_up_ = false;
   bool probing_ = false;       // the step being observed was a probe
+  bool probe_observed_ = false;  // ... and its outcome is in the means (the next decision weighs it)
   bool drafting_ = true;       // the last decision was to draft (not a probe)
   int64_t observed_ = 0;  // drafted steps in the means
   double draft_seconds_ = 0, tokens_ = 0, verified_ = 0;

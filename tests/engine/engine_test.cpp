@@ -315,6 +315,39 @@ TEST(SpeculationGovernor, AReturnToDraftingHalvesTheProbeInterval) {
   EXPECT_EQ(1 + next_probe(), 128);  // the call that chose plain decoding was the interval's first step
 }
 
+// Below the longest interval too: a probe that tips the choice back to drafting halves the
+// interval it was probed at (the probe does not first double it).
+TEST(SpeculationGovernor, AProbeThatTipsBackToDraftingHalvesItsInterval) {
+  SpsProfile p;
+  p.steps_per_second = {1000, 900, 800, 700, 600, 500, 450, 400};
+  SpeculationGovernor g(4);
+  for (int64_t i = 0; i <= SpeculationGovernor::kMinObserved; ++i) {
+    g.should_draft(1, p);
+    g.observe(0.0005, 1.6, 1.0);
+  }
+  auto next_probe = [&] {
+    int64_t since = 0;
+    while (++since < 100000 && !g.should_draft(1, p)) {
+    }
+    return since;
+  };
+  for (int64_t gap : {4, 8}) {
+    EXPECT_EQ(next_probe(), gap);
+    g.observe(0.0005, 1.6, 1.0);
+  }
+  EXPECT_EQ(next_probe(), 16);
+  g.observe(0.0005, 8.0, 1.0);  // a lucky probe
+  EXPECT_TRUE(g.should_draft(1, p));
+  g.observe(0.0005, 1.0, 1.0);
+  int drafted = 0;
+  while (drafted < 8 && g.should_draft(1, p)) {
+    g.observe(0.0005, 1.0, 1.0);
+    ++drafted;
+  }
+  EXPECT_LT(drafted, 8);
+  EXPECT_EQ(1 + next_probe(), 8);
+}
+
 // Measured forwards correct the SPS table per mode: plain steps running at half the table's speed
 // halve plain decoding's predicted tokens/s, and verify forwards at the table's speed or better
 // then turn the choice towards drafting; the correction is bounded (a table wrong by more than 2x
