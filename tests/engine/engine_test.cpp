@@ -281,9 +281,11 @@ TEST(SpeculationGovernor, CostlyProbesWaitLonger) {
   EXPECT_EQ(costly.back(), 4000);
 }
 
-// A probe whose long accepted run tips the means back to drafting for a few steps halves the probe
-// interval instead of restarting the ramp from probe_every.
-TEST(SpeculationGovernor, AReturnToDraftingHalvesTheProbeInterval) {
+// A governor (probe_every 4) whose drafting stays just below the margin probes after each of
+// `gaps` steps (each probe confirming plain decoding), then after `lucky_gap` steps once more with a
+// long accepted run that tips the means back to drafting for a few steps. Returns the interval from
+// the step that chose plain decoding again to the next probe.
+int64_t interval_after_a_lucky_probe(const std::vector<int64_t>& gaps, int64_t lucky_gap) {
   SpsProfile p;
   p.steps_per_second = {1000, 900, 800, 700, 600, 500, 450, 400};
   SpeculationGovernor g(4);
@@ -291,18 +293,17 @@ TEST(SpeculationGovernor, AReturnToDraftingHalvesTheProbeInterval) {
     g.should_draft(1, p);
     g.observe(0.0005, 1.6, 1.0);  // 1.6 tokens in 0.5 + 1.1 ms: near 1 token per ms, below the margin
   }
-  int64_t since = 0;
   auto next_probe = [&] {  // steps until the next drafted step
-    since = 0;
+    int64_t since = 0;
     while (++since < 100000 && !g.should_draft(1, p)) {
     }
     return since;
   };
-  for (int64_t gap : {4, 8, 16, 32, 64, 128, 256}) {
+  for (int64_t gap : gaps) {
     EXPECT_EQ(next_probe(), gap);
     g.observe(0.0005, 1.6, 1.0);
   }
-  EXPECT_EQ(next_probe(), 256);
+  EXPECT_EQ(next_probe(), lucky_gap);
   g.observe(0.0005, 8.0, 1.0);  // a lucky probe: drafting pays again by the means
   EXPECT_TRUE(g.should_draft(1, p));
   g.observe(0.0005, 1.0, 1.0);
@@ -312,40 +313,18 @@ TEST(SpeculationGovernor, AReturnToDraftingHalvesTheProbeInterval) {
     ++drafted;
   }
   EXPECT_LT(drafted, 8);
-  EXPECT_EQ(1 + next_probe(), 128);  // the call that chose plain decoding was the interval's first step
+  return 1 + next_probe();  // the call that chose plain decoding was the interval's first step
 }
 
-// Below the longest interval too: a probe that tips the choice back to drafting halves the
-// interval it was probed at (the probe does not first double it).
+// Such a probe halves the interval it was probed at instead of restarting the ramp from
+// probe_every: at the longest interval (64x probe_every here, probes costing nothing) ...
+TEST(SpeculationGovernor, AReturnToDraftingHalvesTheProbeInterval) {
+  EXPECT_EQ(interval_after_a_lucky_probe({4, 8, 16, 32, 64, 128, 256}, 256), 128);
+}
+
+// ... and below it (the probe does not first double the interval).
 TEST(SpeculationGovernor, AProbeThatTipsBackToDraftingHalvesItsInterval) {
-  SpsProfile p;
-  p.steps_per_second = {1000, 900, 800, 700, 600, 500, 450, 400};
-  SpeculationGovernor g(4);
-  for (int64_t i = 0; i <= SpeculationGovernor::kMinObserved; ++i) {
-    g.should_draft(1, p);
-    g.observe(0.0005, 1.6, 1.0);
-  }
-  auto next_probe = [&] {
-    int64_t since = 0;
-    while (++since < 100000 && !g.should_draft(1, p)) {
-    }
-    return since;
-  };
-  for (int64_t gap : {4, 8}) {
-    EXPECT_EQ(next_probe(), gap);
-    g.observe(0.0005, 1.6, 1.0);
-  }
-  EXPECT_EQ(next_probe(), 16);
-  g.observe(0.0005, 8.0, 1.0);  // a lucky probe
-  EXPECT_TRUE(g.should_draft(1, p));
-  g.observe(0.0005, 1.0, 1.0);
-  int drafted = 0;
-  while (drafted < 8 && g.should_draft(1, p)) {
-    g.observe(0.0005, 1.0, 1.0);
-    ++drafted;
-  }
-  EXPECT_LT(drafted, 8);
-  EXPECT_EQ(1 + next_probe(), 8);
+  EXPECT_EQ(interval_after_a_lucky_probe({4, 8}, 16), 8);
 }
 
 // Measured forwards correct the SPS table per mode: plain steps running at half the table's speed
