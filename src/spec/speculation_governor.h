@@ -55,8 +55,8 @@ class SpeculationGovernor {
   void observe_forward(bool drafted, int64_t tokens, int64_t requests, double seconds, const SpsProfile& sps);
   // After a probe's step of `requests` sequences (a forward of the auto-mode sequences alone, no
   // prompt chunks): the prober's drafting seconds (catch-up included), the step's forward seconds
-  // and the tokens the prober emitted. What the probe cost
-  // beyond the plain step it replaced, in plain steps, spaces out the next probes.
+  // and the tokens the prober emitted. What the probe cost beyond the plain step it replaced, in
+  // plain steps, spaces out the next probes.
   void observe_probe(double draft_seconds, double forward_seconds, int64_t emitted, int64_t requests,
                      const SpsProfile& sps);
   // Running mean of the drafter's seconds per sequence and drafted step (0 before the first).
